@@ -1,0 +1,4 @@
+"""Evidence: the training-log parser, node collectors, resolvers and bundles.
+
+Nothing here imports ``knowledge`` or ``bot``.
+"""

@@ -1,0 +1,148 @@
+"""Typed evidence shared by every parser and read by the matcher.
+
+A :class:`Finding` is one fact pulled out of a log line or a collector's output: an XID code
+with its PCI id, a CUDA OOM with its figures, an NCCL watchdog timeout with its sequence
+number.  ``KINDS`` is the one list of finding kinds and the attributes each may carry; the
+knowledge loader validates entries' ``findings:`` rules against it, so a typo in an entry is
+caught when the entry is loaded, not when an incident is missed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# kind -> {attribute: description}.  Attribute values are int, float, str or bool.
+KINDS: dict[str, dict[str, str]] = {
+    # --- training log ---
+    "cuda-oom": {
+        "tried_gib": "size of the failed allocation, GiB",
+        "gpu": "GPU index from 'GPU 0 has a total capacity'",
+        "total_gib": "GPU total capacity, GiB",
+        "free_gib": "free memory on the GPU, GiB",
+        "allocated_gib": "memory allocated by PyTorch tensors, GiB",
+        "reserved_gib": "memory reserved by the PyTorch caching allocator, GiB",
+        "reserved_unallocated_gib": "reserved but unallocated (fragmentation), GiB",
+        "process_gib": "memory in use by this process, GiB",
+        "frag_ratio": "reserved_unallocated / reserved, 0..1",
+        "at_start": "true when no training step was logged before the OOM",
+    },
+    "nccl-timeout": {
+        "op": "collective op type, e.g. ALLREDUCE",
+        "seq": "collective sequence number (SeqNum)",
+        "timeout_ms": "watchdog timeout, ms",
+        "elapsed_ms": "time the op ran before the watchdog fired, ms",
+        "numel_in": "NumelIn",
+    },
+    "nccl-error": {
+        "reason": "one of: unhandled-system-error, unhandled-cuda-error, internal-error, "
+        "invalid-usage, remote-error, connection-closed, other",
+        "text": "the error text",
+    },
+    "nccl-warn": {"text": "text after 'NCCL WARN'"},
+    "ib-error": {
+        "status": "completion status name or number, e.g. transport retry counter exceeded / 12",
+        "vendor_err": "vendor error code",
+        "peer": "remote host or address when printed",
+    },
+    "rendezvous-error": {"reason": "timeout, connect-failed, closed, store-error", "text": "the error text"},
+    "exit-signal": {
+        "exitcode": "process exit code, negative for a signal (-9 SIGKILL, -7 SIGBUS, -6 SIGABRT)",
+        "signal": "signal name, e.g. SIGKILL",
+        "local_rank": "local rank of the failed process",
+        "host": "host named in the failure summary",
+        "pid": "pid of the failed process",
+    },
+    "shm-bus-error": {"text": "the DataLoader / bus error line"},
+    "shm-error": {"text": "shared-memory allocation failures other than a bus error"},
+    "disk-full": {"path": "path named in the error, when printed", "errno": "28 (ENOSPC) or 122 (EDQUOT)"},
+    "io-error": {"text": "EIO, stale handle, read-only filesystem, checkpoint write failures"},
+    "nfs-stall": {"server": "NFS server that stopped responding", "text": "the kernel line"},
+    "oom-killer": {"pid": "killed pid", "process": "killed process name", "anon_rss_kb": "anon-rss, kB"},
+    "host-oom": {"text": "CPU-side allocation failure (e.g. 'DefaultCPUAllocator: not enough memory')"},
+    "xid": {"code": "XID number", "pci": "PCI id, e.g. 0000:3b:00", "pid": "pid or None", "process": "process name"},
+    "gpu-lost": {"pci": "PCI id", "text": "fallen off the bus / GPU lost / unable to determine the device handle"},
+    "ecc-error": {"kind": "uncorrectable, correctable, row-remap, page-retired", "text": "the line"},
+    "cuda-error": {
+        "error": "normalised CUDA error, e.g. illegal-memory-access, device-side-assert, launch-failure, "
+        "ecc-uncorrectable, no-kernel-image, driver-insufficient, not-ready, other",
+        "text": "the line",
+    },
+    "slurm-event": {
+        "event": "time-limit, preempted, node-fail, cancelled, requeued, oom",
+        "job": "job id when printed",
+        "text": "the line",
+    },
+    "elastic-restart": {"text": "restarts exhausted / worker group failed"},
+    "python-exception": {"type": "exception class, e.g. RuntimeError", "message": "first line of the message"},
+    "version": {"component": "driver, cuda, nccl, pytorch, python, deepspeed, ofed", "value": "version string"},
+    "nvlink-error": {"text": "the line"},
+    "pcie-error": {"text": "AER or link line", "severity": "corrected or uncorrected"},
+    "thermal": {"text": "the line"},
+    # --- node collectors (filled in by collectors/*) ---
+    "shm-usage": {"size_bytes": "size of /dev/shm", "used_pct": "percent used", "docker_default": "64 MB"},
+    "disk-usage": {"mount": "mount point", "used_pct": "percent used", "inodes": "true for df -i"},
+    "ib-port": {"device": "mlx5_0", "port": "port number", "state": "Active/Down/Polling/...", "rate": "Gb/s"},
+    "gpu-nic-affinity": {"gpu": "GPU index", "nic": "nearest NIC", "link": "PIX/PXB/PHB/NODE/SYS"},
+    "row-remap": {"gpu": "GPU index", "pending": "remapping pending", "failure": "remapping failed"},
+    "node-mismatch": {"what": "driver/cuda/nccl/ofed/...", "value": "odd value", "others": "peer value"},
+}
+
+
+@dataclass
+class Finding:
+    """One fact with the line it came from.
+
+    ``source`` is where it was seen (``log``, ``kernel-log``, ``ibstat``...), ``line_no`` the
+    1-based line in that source, ``rank``/``node`` when the line says so, ``ts`` an ISO-8601
+    timestamp when the line carries one.
+    """
+
+    kind: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    line: str = ""
+    line_no: int | None = None
+    rank: int | None = None
+    node: str | None = None
+    source: str = "log"
+    ts: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "node": self.node,
+            "rank": self.rank,
+            "source": self.source,
+            "attrs": self.attrs,
+            "line": self.line,
+            "line_no": self.line_no,
+            "ts": self.ts,
+        }
+
+
+@dataclass
+class LogLine:
+    """A cleaned log line kept for matching: rank/host prefixes and ANSI codes removed."""
+
+    text: str
+    line_no: int
+    rank: int | None = None
+    node: str | None = None
+    ts: str | None = None
+    source: str = "log"
+
+
+@dataclass
+class FirstError:
+    """The earliest error line in time (by timestamp where present, else by position)."""
+
+    line: str
+    line_no: int
+    rank: int | None = None
+    node: str | None = None
+    ts: str | None = None
+    source: str = "log"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rank": self.rank, "node": self.node, "line": self.line, "line_no": self.line_no,
+                "ts": self.ts, "source": self.source}
