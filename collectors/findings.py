@@ -74,6 +74,10 @@ KINDS: dict[str, dict[str, str]] = {
         "text": "the line",
     },
     "elastic-restart": {"text": "restarts exhausted / worker group failed"},
+    "rank-straggler": {
+        "ranks": "comma-separated ranks that did not report the collective timeout the others did",
+        "seq": "the sequence number the other ranks were stuck at",
+    },
     "python-exception": {"type": "exception class, e.g. RuntimeError", "message": "first line of the message"},
     "version": {"component": "driver, cuda, nccl, pytorch, python, deepspeed, ofed", "value": "version string"},
     "nvlink-error": {"text": "the line"},
