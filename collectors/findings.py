@@ -62,7 +62,7 @@ KINDS: dict[str, dict[str, str]] = {
     "host-oom": {"text": "CPU-side allocation failure (e.g. 'DefaultCPUAllocator: not enough memory')"},
     "xid": {"code": "XID number", "pci": "PCI id, e.g. 0000:3b:00", "pid": "pid or None", "process": "process name"},
     "gpu-lost": {"pci": "PCI id", "text": "fallen off the bus / GPU lost / unable to determine the device handle"},
-    "ecc-error": {"kind": "uncorrectable, correctable, row-remap, page-retired", "text": "the line"},
+    "ecc-error": {"type": "uncorrectable, correctable, row-remap, page-retired", "text": "the line"},
     "cuda-error": {
         "error": "normalised CUDA error, e.g. illegal-memory-access, device-side-assert, launch-failure, "
         "ecc-uncorrectable, no-kernel-image, driver-insufficient, not-ready, other",
