@@ -1,0 +1,1 @@
+"""The faces: CLI, renderers (terminal, JSON, Markdown) and, later, the Slack app."""

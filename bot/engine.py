@@ -1,0 +1,93 @@
+"""The diagnose API: the one function every face (CLI, Slack) calls.
+
+``Engine`` opens the knowledge store once (building it on first use), compiles the matcher, and
+turns parsed evidence into a :class:`Diagnosis`; renderers turn that into text, JSON, Markdown
+or Block Kit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Sequence
+
+from collectors import trainlog
+from collectors.findings import Finding, FirstError
+from knowledge.match import CONFIDENT, Cause, Matcher
+from knowledge.store import Store
+from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
+
+
+@dataclass
+class Diagnosis:
+    causes: list[Cause]
+    candidates: list[Cause]
+    findings: list[Finding]
+    first_error: FirstError | None
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    lines_read: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    support: dict[str, dict[str, Any]] = field(default_factory=dict)  # cause id -> support block
+
+    @property
+    def confident(self) -> bool:
+        return bool(self.causes)
+
+
+class Engine:
+    def __init__(self, *, data_dir: str | None = None, entries: Path | None = None,
+                 rate_card: str | None = None, region: str | None = None, gpus: int | None = None,
+                 max_causes: int = 5):
+        self.store = Store(data_dir, entries=entries)
+        self.matcher = Matcher(self.store.entries())
+        self.keywords = sorted(self.matcher.anchors())
+        self.rate_card = RateCard.load(rate_card) if rate_card else None
+        self.region = region
+        self.gpus = gpus
+        self.max_causes = max_causes
+
+    def diagnose_paths(self, paths: Sequence[str], *, stdin: BinaryIO | None = None) -> Diagnosis:
+        started = time.perf_counter()
+        parsed = trainlog.parse_paths(list(paths), keywords=self.keywords, stdin=stdin)
+        return self.diagnose_parsed(parsed, started)
+
+    def diagnose_text(self, text: str, *, source: str = "paste") -> Diagnosis:
+        started = time.perf_counter()
+        parsed = trainlog.parse_text(text, source=source, keywords=self.keywords)
+        return self.diagnose_parsed(parsed, started)
+
+    def diagnose_parsed(self, parsed: "trainlog.ParseResult", started: float | None = None,
+                        extra_findings: Sequence[Finding] = ()) -> Diagnosis:
+        started = time.perf_counter() if started is None else started
+        findings = list(parsed.findings) + list(extra_findings)
+        ranked = self.matcher.match(parsed.lines, findings, parsed.first_error)
+        causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
+        candidates = [c for c in ranked if c.confidence < CONFIDENT][:5]
+        shape = job_shape(parsed.lines, findings, self.gpus)
+        diagnosis = Diagnosis(
+            causes=causes, candidates=candidates, findings=findings, first_error=parsed.first_error,
+            warnings=list(parsed.warnings), sources=list(parsed.sources), lines_read=parsed.lines_read,
+            bytes_read=parsed.bytes_read)
+        for cause in causes:
+            diagnosis.support[cause.id] = self._support(cause, findings, shape)
+        diagnosis.seconds = time.perf_counter() - started
+        return diagnosis
+
+    def _support(self, cause: Cause, findings: Sequence[Finding], shape) -> dict[str, Any]:
+        base = cause.entry.support.get("tier", "self")
+        tier, changed = adjust_tier(base, cause.category, findings)
+        block: dict[str, Any] = {
+            "tier": tier,
+            "why": cause.entry.support.get("why", {}),
+            "drivers": drivers_text(cause.entry.support.get("drivers", []), shape),
+        }
+        if changed:
+            block["changed_from"] = base
+            block["change_reason"] = changed
+        if self.rate_card is not None:
+            block["estimate"] = self.rate_card.estimate(tier, shape.gpus, self.region)
+        return block

@@ -1,0 +1,85 @@
+"""Every user-facing string of the faces, in English and Chinese.
+
+Knowledge entries carry their own bilingual texts; this module holds the words around them
+(headings, the "no confident cause" reply, generic next steps, tier names).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LANGS = ("en", "zh")
+
+TEXT: dict[str, dict[str, str]] = {
+    "heading": {"en": "gpu-triage diagnosis", "zh": "gpu-triage 诊断结果"},
+    "probable_cause": {"en": "Probable cause", "zh": "可能原因"},
+    "other_causes": {"en": "Other candidates", "zh": "其他可能原因"},
+    "confidence": {"en": "confidence", "zh": "置信度"},
+    "evidence": {"en": "Evidence", "zh": "证据"},
+    "first_error": {"en": "First error in time", "zh": "时间上最早的错误"},
+    "first_error_note": {
+        "en": "The first rank to fail is nearest the root cause; later 'remote process exited' lines are echoes.",
+        "zh": "最先失败的 rank 离根因最近；之后各 rank 打印的 “remote process exited” 只是连锁反应。",
+    },
+    "next_commands": {"en": "Next commands, in order", "zh": "接下来按顺序执行的命令"},
+    "fix": {"en": "Fix", "zh": "修复方法"},
+    "support": {"en": "Support", "zh": "支持方式"},
+    "cost_drivers": {"en": "cost drivers", "zh": "成本因素"},
+    "estimate": {"en": "estimate", "zh": "估算"},
+    "example_rates": {"en": "example rates from the rate card, not market prices",
+                      "zh": "费率卡中的示例数值，并非市场价格"},
+    "findings": {"en": "Findings", "zh": "发现"},
+    "warnings": {"en": "Warnings", "zh": "警告"},
+    "why_ranked": {"en": "Why it ranked here", "zh": "排序依据"},
+    "references": {"en": "References", "zh": "参考资料"},
+    "scanned": {"en": "Scanned {lines} lines ({mb:.1f} MB) from {sources} in {secs:.2f} s",
+                "zh": "已扫描 {sources} 中的 {lines} 行（{mb:.1f} MB），用时 {secs:.2f} 秒"},
+    "no_cause": {
+        "en": "No confident cause: nothing in this log matches a known infrastructure failure well enough "
+              "to name one. If the traceback ends in your own code (a KeyError, a shape mismatch), it is "
+              "probably a code bug rather than the cluster.",
+        "zh": "没有足够把握的原因：日志中没有内容与已知的基础设施故障足够吻合。如果 traceback 的最后一帧在你自己的代码里"
+              "（例如 KeyError、张量形状不匹配），这多半是代码问题，而不是集群问题。",
+    },
+    "generic_steps": {"en": "Generic next steps", "zh": "通用排查步骤"},
+    "tier.self": {"en": "self-service (your own engineers)", "zh": "自助处理（团队自己的工程师）"},
+    "tier.remote": {"en": "remote support (hourly/daily)", "zh": "远程支持（按小时/天计费）"},
+    "tier.onsite": {"en": "on-site engineer (person-days, travel, parts)", "zh": "现场工程师（人天、差旅、备件）"},
+    "tier.vendor": {"en": "vendor warranty / support contract", "zh": "厂商保修 / 支持合同"},
+    "driver.gpu-count": {"en": "GPU count", "zh": "GPU 数量"},
+    "driver.network": {"en": "network type", "zh": "网络类型"},
+    "driver.reproducibility": {"en": "how hard it is to reproduce", "zh": "复现难度"},
+    "driver.parts": {"en": "spare parts", "zh": "备件"},
+    "idle_cost": {"en": "the idle job costs {cur} {idle}/hour; this tier ~{cur} {cost} (≈ {hours} idle hours)",
+                  "zh": "作业闲置每小时花费 {cur} {idle}；该支持方式约 {cur} {cost}（约等于闲置 {hours} 小时）"},
+    "tier_cost": {"en": "this tier ~{cur} {cost}", "zh": "该支持方式约 {cur} {cost}"},
+    "tier_changed": {"en": "tier raised from {old}: {why}", "zh": "支持级别由 {old} 调整：{why}"},
+    "xid_detail": {"en": "XID {code}: {name}. {action}", "zh": "XID {code}：{name}。{action}"},
+}
+
+GENERIC_STEPS: list[dict[str, Any]] = [
+    {"command": "grep -n -m1 -E 'Traceback|Error|error:|NCCL WARN' <each rank log>",
+     "why": {"en": "find the first rank to fail and the first error it printed; the others usually echo it",
+             "zh": "找出最先失败的 rank 及其打印的第一条错误；其他 rank 通常只是跟着报错"}},
+    {"command": "dmesg -T | grep -i -E 'xid|nvrm|out of memory|killed process'",
+     "why": {"en": "on the failed rank's node: GPU XIDs and the kernel OOM killer never reach the training log",
+             "zh": "在失败 rank 所在节点上执行：GPU XID 和内核 OOM killer 的信息不会出现在训练日志里"}},
+    {"command": "df -h /dev/shm <checkpoint dir> && free -g",
+     "why": {"en": "a full /dev/shm, checkpoint disk or host RAM kills jobs with unhelpful errors",
+             "zh": "/dev/shm、checkpoint 磁盘或主机内存耗尽时，报错往往看不出真正原因"}},
+    {"command": "NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL TORCH_NCCL_DUMP_ON_TIMEOUT=1 <rerun>",
+     "why": {"en": "if it happens again, the next log names the failing rank, link and collective",
+             "zh": "如果再次发生，新的日志会指出出错的 rank、链路和集合通信操作"}},
+]
+
+
+def t(key: str, lang: str, **kw: Any) -> str:
+    text = TEXT[key].get(lang) or TEXT[key]["en"]
+    return text.format(**kw) if kw else text
+
+
+def pick(bilingual: Any, lang: str) -> Any:
+    """Pick one language from an {en, zh} mapping (falls back to English)."""
+    if isinstance(bilingual, dict) and ("en" in bilingual or "zh" in bilingual):
+        return bilingual.get(lang) or bilingual.get("en")
+    return bilingual

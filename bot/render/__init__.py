@@ -1,0 +1,64 @@
+"""Renderers. ``as_dict`` assembles the reply once (DESIGN.md's JSON); each renderer formats it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.messages import GENERIC_STEPS, pick, t
+
+
+def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
+    entry = cause.entry
+    out: dict[str, Any] = {
+        "id": entry.id,
+        "category": entry.category,
+        "title": pick(entry.title, lang),
+        "confidence": round(cause.confidence, 2),
+        "evidence": [e.to_json() for e in cause.evidence],
+        "next_commands": [{"command": c["command"], "why": pick(c.get("why"), lang)} for c in entry.next_commands],
+        "support": _support(diagnosis.support.get(entry.id), entry, lang),
+        "cause": pick(entry.cause, lang),
+        "fix": pick(entry.fix, lang),
+        "references": entry.references,
+        "symptom": entry.symptom,
+    }
+    codes = [f.attrs.get("code") for f in cause.findings if f.kind == "xid"]
+    if codes:
+        from knowledge.xid import describe
+
+        out["xid"] = describe(codes, lang)
+    if explain:
+        out["explain"] = cause.explain
+    return out
+
+
+def _support(block: dict[str, Any] | None, entry, lang: str) -> dict[str, Any]:
+    block = dict(block or {"tier": entry.support.get("tier"), "why": entry.support.get("why"), "drivers": []})
+    block["why"] = pick(block.get("why"), lang)
+    block["tier_name"] = t(f"tier.{block['tier']}", lang)
+    for d in block.get("drivers", []):
+        d["name"] = t(f"driver.{d['driver']}", lang)
+    block.setdefault("estimate", None)
+    return block
+
+
+def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "causes": [_cause_dict(diagnosis, c, lang, explain) for c in diagnosis.causes],
+        "findings": [f.to_json() for f in diagnosis.findings],
+        "first_error": diagnosis.first_error.to_json() if diagnosis.first_error else None,
+        "nodes": diagnosis.nodes,
+        "confident": diagnosis.confident,
+        "lang": lang,
+        "warnings": diagnosis.warnings,
+        "stats": {"sources": diagnosis.sources, "lines": diagnosis.lines_read, "bytes": diagnosis.bytes_read,
+                  "seconds": round(diagnosis.seconds, 4)},
+    }
+    if not diagnosis.causes:
+        out["message"] = t("no_cause", lang)
+        out["generic_next_steps"] = [{"command": s["command"], "why": pick(s["why"], lang)} for s in GENERIC_STEPS]
+    if explain:
+        out["candidates"] = [
+            {"id": c.entry.id, "category": c.entry.category, "confidence": round(c.confidence, 3),
+             "explain": c.explain} for c in diagnosis.candidates]
+    return out

@@ -1,0 +1,73 @@
+"""A Markdown page to paste into a ticket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.messages import t
+
+
+def _fence(text: str) -> str:
+    return "```\n" + text.replace("```", "`\u200b``") + "\n```"
+
+
+def _estimate_line(est: dict[str, Any] | None, lang: str) -> str | None:
+    if not est:
+        return None
+    if "idle_cost_per_hour" in est:
+        line = t("idle_cost", lang, cur=est["currency"], idle=est["idle_cost_per_hour"], cost=est["tier_cost"],
+                 hours=est.get("tier_cost_in_idle_hours", "?"))
+    else:
+        line = t("tier_cost", lang, cur=est["currency"], cost=est["tier_cost"])
+    if est.get("example_rates"):
+        line += f" ({t('example_rates', lang)})"
+    return line
+
+
+def render(doc: dict[str, Any]) -> str:
+    lang = doc["lang"]
+    out = [f"# {t('heading', lang)}", ""]
+    for i, cause in enumerate(doc["causes"]):
+        head = t("probable_cause", lang) if i == 0 else t("other_causes", lang) + f" #{i + 1}"
+        out += [f"## {head}: {cause['title']}",
+                f"`{cause['id']}` · {cause['category']} · {t('confidence', lang)} **{cause['confidence']:.2f}**", "",
+                cause["cause"], ""]
+        for x in cause.get("xid", []):
+            out.append(f"- {t('xid_detail', lang, code=x['code'], name=x['name'], action=x['action'])}")
+        if cause.get("xid"):
+            out.append("")
+        out += [f"### {t('evidence', lang)}", ""]
+        for ev in cause["evidence"]:
+            where = " ".join(x for x in (ev.get("source") or "", f"line {ev['line_no']}" if ev.get("line_no") else "",
+                                           f"rank {ev['rank']}" if ev.get("rank") is not None else "",
+                                           ev.get("node") or "") if x)
+            out += [f"- {where}", "", _fence(ev["line"]), ""]
+        out += [f"### {t('next_commands', lang)}", ""]
+        for n, cmd in enumerate(cause["next_commands"], 1):
+            out.append(f"{n}. `{cmd['command']}` — {cmd['why']}")
+        out += ["", f"### {t('fix', lang)}", ""] + [f"- {f}" for f in cause["fix"]]
+        sup = cause["support"]
+        out += ["", f"### {t('support', lang)}", "", f"**{sup['tier_name']}** — {sup['why']}"]
+        if sup.get("change_reason"):
+            out.append(f"- {t('tier_changed', lang, old=sup['changed_from'], why=sup['change_reason'])}")
+        if sup.get("drivers"):
+            out.append(f"- {t('cost_drivers', lang)}: " + ", ".join(
+                d["name"] + (f" ({d['value']})" if d.get("value") else "") for d in sup["drivers"]))
+        est = _estimate_line(sup.get("estimate"), lang)
+        if est:
+            out.append(f"- {t('estimate', lang)}: {est}")
+        if cause.get("explain"):
+            out += ["", f"### {t('why_ranked', lang)}", ""] + [f"- {e}" for e in cause["explain"]]
+        out += ["", f"{t('references', lang)}: " + " ".join(f"<{r}>" for r in cause["references"]), ""]
+    if not doc["causes"]:
+        out += [doc["message"], "", f"## {t('generic_steps', lang)}", ""]
+        out += [f"{n}. `{s['command']}` — {s['why']}" for n, s in enumerate(doc["generic_next_steps"], 1)]
+        out.append("")
+    fe = doc.get("first_error")
+    if fe:
+        who = ", ".join(x for x in (f"rank {fe['rank']}" if fe.get("rank") is not None else "", fe.get("node") or "",
+                                    f"{fe.get('source')}:{fe['line_no']}") if x)
+        out += [f"## {t('first_error', lang)}", "", who, "", _fence(fe["line"]), "", t("first_error_note", lang), ""]
+    if doc.get("warnings"):
+        out += [f"## {t('warnings', lang)}", ""] + [f"- {w}" for w in doc["warnings"]] + [""]
+    return "\n".join(out)

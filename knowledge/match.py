@@ -1,0 +1,369 @@
+"""Combine regex signatures, fuzzy phrases and finding rules into ranked causes.
+
+How a confidence is made (``--explain`` prints the same story for each cause):
+
+* every piece of evidence has a weight in (0, 1): a signature hit 0.6, each further line hit by
+  a signature 0.05 (up to three), the best fuzzy phrase hit 0.25-0.5 by its score, each
+  satisfied finding rule its ``weight`` (0.5 by default), evidence from a second source (a
+  kernel log beside the training log, a collector's output) 0.2, and an entry whose evidence
+  includes the first error in time 0.25;
+* the weights combine as independent votes: ``1 - prod(1 - w)``; a ``rules_out`` finding
+  multiplies the result by 0.35;
+* entries marked ``symptom`` (the "remote process exited" chorus) are halved when a specific
+  cause reached 0.5, so the echo never outranks what it echoes.
+
+Only causes at or above ``CONFIDENT`` are reported; below it the reply says "no confident cause".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from rapidfuzz import fuzz, utils
+
+from collectors.findings import Finding, FirstError, LogLine
+from knowledge.loader import Entry
+
+CONFIDENT = 0.4
+FUZZY_CUTOFF = 88.0
+W_SIGNATURE = 0.6
+W_MORE_LINES = 0.05
+W_SOURCES = 0.2
+W_FIRST_ERROR = 0.25
+RULES_OUT_FACTOR = 0.35
+SYMPTOM_FACTOR = 0.5
+MAX_LINE = 400  # characters of a line that take part in fuzzy matching
+
+_NORMALISE = [
+    (re.compile(r"0x[0-9a-f]+", re.I), " "),
+    (re.compile(r"\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-9a-f])?\b", re.I), " "),
+    (re.compile(r"\d+(?:[.,:]\d+)*"), " "),
+]
+_WORD = re.compile(r"[a-z_][a-z_]{3,}")
+
+
+def normalise(text: str) -> str:
+    """Lower-case, drop numbers, addresses and punctuation (the rapidfuzz default processor)."""
+    text = text[:MAX_LINE]
+    for pattern, repl in _NORMALISE:
+        text = pattern.sub(repl, text)
+    return utils.default_process(text)
+
+
+def literal_anchor(pattern: str) -> str | None:
+    """The longest literal run (4+ chars) every match of ``pattern`` must contain, lower-cased.
+
+    Lets the matcher skip a regex on lines that cannot match it; ``None`` means "always try".
+    """
+    try:
+        import re._parser as sre_parse  # type: ignore[import-not-found]
+        from re._constants import LITERAL  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+        from sre_constants import LITERAL  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern, re.IGNORECASE)
+    except re.error:
+        return None
+    best, run = "", []
+    for op, arg in list(parsed) + [(None, None)]:
+        if op is LITERAL:
+            run.append(chr(arg))
+            continue
+        text = "".join(run)
+        if len(text) > len(best):
+            best = text
+        run = []
+    best = best.lower()
+    return best if len(best) >= 4 else None
+
+
+def _satisfies(rule: dict[str, Any], finding: Finding) -> bool:
+    if finding.kind != rule["kind"]:
+        return False
+    for key, want in rule.items():
+        if key in ("kind", "rules_out", "weight"):
+            continue
+        if key.startswith("min_") or key.startswith("max_"):
+            have = finding.attrs.get(key[4:])
+            if not isinstance(have, (int, float)) or isinstance(have, bool):
+                return False
+            if key.startswith("min_") and have < want:
+                return False
+            if key.startswith("max_") and have > want:
+                return False
+            continue
+        have = finding.attrs.get(key)
+        wants = want if isinstance(want, list) else [want]
+        if not any(_equal(have, w) for w in wants):
+            return False
+    return True
+
+
+def _equal(have: Any, want: Any) -> bool:
+    if isinstance(have, str) and isinstance(want, str):
+        return have.lower() == want.lower()
+    return have == want
+
+
+@dataclass
+class Evidence:
+    source: str
+    line: str
+    line_no: int | None = None
+    node: str | None = None
+    rank: int | None = None
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "node": self.node, "rank": self.rank, "line": self.line,
+                "line_no": self.line_no, "why": self.why}
+
+
+@dataclass
+class Cause:
+    entry: Entry
+    confidence: float
+    evidence: list[Evidence] = field(default_factory=list)
+    explain: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    @property
+    def category(self) -> str:
+        return self.entry.category
+
+
+@dataclass
+class _Compiled:
+    entry: Entry
+    sigs: list[tuple[re.Pattern[str], str | None]]
+    phrases: list[str]  # normalised
+
+
+def entry_matches_line(entry: Entry, line: str) -> bool:
+    """True when a signature or a phrase of ``entry`` matches ``line`` (used to check examples)."""
+    for sig in entry.signatures:
+        if re.search(sig, line, re.IGNORECASE):
+            return True
+    norm = normalise(line)
+    return any(fuzz.partial_ratio(normalise(p), norm) >= FUZZY_CUTOFF for p in entry.phrases if normalise(p))
+
+
+class Matcher:
+    """Compiled once per process; :meth:`match` is the per-diagnosis hot path."""
+
+    def __init__(self, entries: Sequence[Entry]):
+        self.entries = list(entries)
+        self._compiled = [
+            _Compiled(e, [(re.compile(s, re.IGNORECASE), literal_anchor(s)) for s in e.signatures],
+                      [p for p in (normalise(p) for p in e.phrases) if p])
+            for e in self.entries
+        ]
+        # signature index: anchor -> [(entry index, sig index)]; unanchored run on every line
+        self._anchored: dict[str, list[tuple[int, int]]] = {}
+        self._unanchored: list[tuple[int, int]] = []
+        for ei, comp in enumerate(self._compiled):
+            for si, (_, anchor) in enumerate(comp.sigs):
+                if anchor:
+                    self._anchored.setdefault(anchor, []).append((ei, si))
+                else:
+                    self._unanchored.append((ei, si))
+        self._automaton = _build_automaton(self._anchored)
+        # specific finding rules (with conditions) by kind: a generic rule such as {kind: xid}
+        # yields the findings they claim, so the catalog entry speaks only for unclaimed codes
+        self._specific: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        for ei, comp in enumerate(self._compiled):
+            for rule in comp.entry.findings:
+                if not rule.get("rules_out") and _conditions(rule):
+                    self._specific.setdefault(rule["kind"], []).append((ei, rule))
+        # phrase index: a rare word of each phrase -> phrases that contain it
+        doc_freq: dict[str, int] = {}
+        for comp in self._compiled:
+            for phrase in comp.phrases:
+                for word in set(_WORD.findall(phrase)):
+                    doc_freq[word] = doc_freq.get(word, 0) + 1
+        self._phrase_index: dict[str, list[tuple[int, int]]] = {}
+        self._phrase_any: list[tuple[int, int]] = []
+        for ei, comp in enumerate(self._compiled):
+            for pi, phrase in enumerate(comp.phrases):
+                words = sorted(set(_WORD.findall(phrase)), key=lambda w: (doc_freq[w], -len(w)))
+                if not words:
+                    self._phrase_any.append((ei, pi))
+                for word in words[:2]:
+                    self._phrase_index.setdefault(word, []).append((ei, pi))
+
+    def anchors(self) -> set[str]:
+        """Literal keywords the log parser should keep lines for, besides its own vocabulary."""
+        return set(self._anchored)
+
+    def _signature_candidates(self, low: str) -> Iterable[tuple[int, int]]:
+        if self._automaton is not None:
+            seen = set()
+            for _, anchor in self._automaton.iter(low):
+                if anchor not in seen:
+                    seen.add(anchor)
+                    yield from self._anchored[anchor]
+        else:
+            for anchor, sigs in self._anchored.items():
+                if anchor in low:
+                    yield from sigs
+        yield from self._unanchored
+
+    def match(self, lines: Sequence[LogLine], findings: Sequence[Finding] = (),
+              first_error: FirstError | None = None) -> list[Cause]:
+        """Score every entry against the lines and findings; all causes, best first."""
+        n = len(self._compiled)
+        sig_hits: list[dict[tuple[str, int], tuple[LogLine, str]]] = [dict() for _ in range(n)]
+        phrase_best: list[tuple[float, LogLine, str] | None] = [None] * n
+        for line in lines:
+            text = line.text
+            low = text.lower()
+            key = (line.source, line.line_no)
+            for ei, si in self._signature_candidates(low):
+                if key in sig_hits[ei]:
+                    continue
+                pattern = self._compiled[ei].sigs[si][0]
+                if pattern.search(text):
+                    sig_hits[ei][key] = (line, pattern.pattern)
+            norm = None
+            cands: set[tuple[int, int]] = set(self._phrase_any)
+            for word in set(_WORD.findall(low)):
+                cands.update(self._phrase_index.get(word, ()))
+            for ei, pi in cands:
+                if norm is None:
+                    norm = normalise(text)
+                phrase = self._compiled[ei].phrases[pi]
+                score = fuzz.partial_ratio(phrase, norm, score_cutoff=FUZZY_CUTOFF)
+                if score and (phrase_best[ei] is None or score > phrase_best[ei][0]):
+                    phrase_best[ei] = (score, line, self._compiled[ei].entry.phrases[pi])
+
+        causes = []
+        for ei, comp in enumerate(self._compiled):
+            cause = self._score(ei, comp.entry, sig_hits[ei], phrase_best[ei], findings, first_error)
+            if cause is not None:
+                causes.append(cause)
+        strong = any(c.confidence >= 0.5 and not c.entry.symptom for c in causes)
+        if strong:
+            for cause in causes:
+                if cause.entry.symptom:
+                    cause.confidence *= SYMPTOM_FACTOR
+                    cause.explain.append(f"x{SYMPTOM_FACTOR}: a symptom (an echo of another failure) "
+                                         "while a specific cause is present")
+        causes.sort(key=lambda c: (-c.confidence, _first_line(c)))
+        return causes
+
+    def _claimed(self, ei: int, finding: Finding) -> bool:
+        return any(other != ei and _satisfies(rule, finding) for other, rule in self._specific.get(finding.kind, ()))
+
+    def _score(self, ei: int, entry: Entry, sig_hits: dict, phrase_hit, findings: Sequence[Finding],
+               first_error: FirstError | None) -> Cause | None:
+        weights: list[float] = []
+        explain: list[str] = []
+        evidence: list[Evidence] = []
+        used: list[Finding] = []
+        sources: set[str] = set()
+
+        if sig_hits:
+            hits = sorted(sig_hits.values(), key=lambda h: (h[0].source, h[0].line_no))
+            weights.append(W_SIGNATURE)
+            explain.append(f"+{W_SIGNATURE}: signature /{hits[0][1]}/ matched line {hits[0][0].line_no}")
+            more = min(len(hits) - 1, 3)
+            for _ in range(more):
+                weights.append(W_MORE_LINES)
+            if more:
+                explain.append(f"+{W_MORE_LINES}x{more}: {len(hits)} lines matched in all")
+            for line, pattern in hits[:5]:
+                evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
+                                         f"signature /{pattern}/"))
+                sources.add(_source_kind(line.source))
+        if phrase_hit is not None:
+            score, line, phrase = phrase_hit
+            w = 0.25 + 0.25 * (score - FUZZY_CUTOFF) / (100 - FUZZY_CUTOFF)
+            if sig_hits and (line.source, line.line_no) in sig_hits:
+                w = 0.1
+            weights.append(round(w, 3))
+            explain.append(f"+{w:.2f}: phrase {phrase!r} scored {score:.0f} on line {line.line_no}")
+            if (line.source, line.line_no) not in sig_hits:
+                evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
+                                         f"phrase {phrase!r} ({score:.0f})"))
+            sources.add(_source_kind(line.source))
+
+        penalty = 1.0
+        for rule in entry.findings:
+            matched = [f for f in findings if _satisfies(rule, f)]
+            if not _conditions(rule) and not rule.get("rules_out"):
+                matched = [f for f in matched if not self._claimed(ei, f)]
+            if not matched:
+                continue
+            desc = _rule_text(rule)
+            if rule.get("rules_out"):
+                penalty *= RULES_OUT_FACTOR
+                explain.append(f"x{RULES_OUT_FACTOR}: ruled out by {desc} (line {matched[0].line_no})")
+                continue
+            w = float(rule.get("weight", 0.5))
+            weights.append(w)
+            explain.append(f"+{w}: finding {desc} seen {len(matched)}x")
+            for f in matched[:3]:
+                used.append(f)
+                sources.add(_source_kind(f.source))
+                if not any(e.line == f.line and e.line_no == f.line_no for e in evidence):
+                    evidence.append(Evidence(f.source, f.line, f.line_no, f.node, f.rank, f"finding {desc}"))
+
+        if not weights:
+            return None
+        if len(sources) > 1:
+            weights.append(W_SOURCES)
+            explain.append(f"+{W_SOURCES}: evidence from {len(sources)} sources ({', '.join(sorted(sources))})")
+        if first_error is not None and any(
+                e.line_no == first_error.line_no and e.source == first_error.source for e in evidence):
+            weights.append(W_FIRST_ERROR)
+            explain.append(f"+{W_FIRST_ERROR}: includes the first error in time (line {first_error.line_no})")
+        confidence = 1.0 - math.prod(1.0 - w for w in weights)
+        confidence = min(confidence * penalty, 0.99)
+        return Cause(entry, round(confidence, 3), evidence, explain, used)
+
+
+def _source_kind(source: str) -> str:
+    """Training logs count as one source whatever their file name; collectors by their name."""
+    return source if source in _COLLECTOR_SOURCES else "log"
+
+
+_COLLECTOR_SOURCES = {
+    "kernel-log", "ibstat", "ip-link", "df", "free", "ulimit-l", "nvidia-smi", "nvidia-smi-query",
+    "nvidia-smi-q", "nvidia-smi-topo", "nvml", "iostat", "ethtool-S", "perfquery", "processes",
+}
+
+
+def _conditions(rule: dict[str, Any]) -> list[str]:
+    return [k for k in rule if k not in ("kind", "rules_out", "weight")]
+
+
+def _rule_text(rule: dict[str, Any]) -> str:
+    conds = ", ".join(f"{k}={v}" for k, v in rule.items() if k not in ("kind", "rules_out", "weight"))
+    return f"{rule['kind']}({conds})" if conds else rule["kind"]
+
+
+def _first_line(cause: Cause) -> int:
+    nums = [e.line_no for e in cause.evidence if e.line_no is not None]
+    return min(nums) if nums else 1 << 30
+
+
+def _build_automaton(anchored: dict[str, list]):
+    try:
+        import ahocorasick  # type: ignore[import-not-found]
+    except ImportError:  # the plain substring loop is slower but equivalent
+        return None
+    if not anchored:
+        return None
+    automaton = ahocorasick.Automaton()
+    for anchor in anchored:
+        automaton.add_word(anchor, anchor)
+    automaton.make_automaton()
+    return automaton

@@ -1,0 +1,164 @@
+"""The SQLite store: curated entries built from YAML, searchable with FTS5.
+
+The database lives in the user's data directory (``GPU_TRIAGE_DATA_DIR`` or the platform's
+user data dir) and is built on first use.  It is rebuilt when the entry files change (a hash of
+their names and contents is kept in ``meta``).  A rebuild replaces only the curated rows inside
+one transaction, so the team's own rows (runbook, incidents) are never touched, and a failed
+rebuild leaves the previous base in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+
+from knowledge.loader import Entry, EntryError, entries_dir, fingerprint, load_dir
+
+DB_NAME = "gpu-triage.db"
+SCHEMA_VERSION = 1
+
+
+class StoreError(Exception):
+    """The knowledge store cannot be used; the message says what to change."""
+
+
+def data_dir(override: str | os.PathLike | None = None) -> Path:
+    if override:
+        return Path(override)
+    env = os.environ.get("GPU_TRIAGE_DATA_DIR")
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("gpu-triage", appauthor=False))
+
+
+def _unusable(path: Path, exc: BaseException) -> StoreError:
+    reason = getattr(exc, "strerror", None) or str(exc)
+    return StoreError(
+        f"cannot use the data directory {path}: {reason}. Set GPU_TRIAGE_DATA_DIR (or pass "
+        "--data-dir) to a folder you can write to.")
+
+
+def open_db(directory: Path) -> sqlite_utils.Database:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+        conn = sqlite3.connect(directory / DB_NAME, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+    except (OSError, sqlite3.Error) as exc:
+        raise _unusable(directory, exc) from exc
+    return sqlite_utils.Database(conn)
+
+
+def _fts_row(entry: Entry) -> dict:
+    return {
+        "id": entry.id,
+        "category": entry.category,
+        "origin": entry.origin,
+        "title_en": entry.title["en"],
+        "title_zh": entry.title["zh"],
+        "cause_en": entry.cause["en"],
+        "cause_zh": entry.cause["zh"],
+        "text": " ".join(entry.signatures + entry.phrases + entry.examples.get("match", [])),
+        "body": json.dumps(entry.to_json(), ensure_ascii=False),
+    }
+
+
+class Store:
+    """Open (and build when needed) the knowledge database."""
+
+    def __init__(self, directory: str | os.PathLike | None = None, *, entries: Path | None = None):
+        self.directory = data_dir(directory)
+        self.entries_path = Path(entries) if entries else entries_dir()
+        self.db = open_db(self.directory)
+        self.rebuilt = False
+
+    def ensure(self) -> None:
+        """Build or rebuild the curated entries when their files changed."""
+        current = fingerprint(self.entries_path)
+        if self._meta("fingerprint") == current and self.db["entries"].exists():
+            return
+        entries, errors = load_dir(self.entries_path)
+        if errors:
+            raise KnowledgeInvalid(errors)
+        try:
+            with self.db.conn:  # one transaction; the old base stays if anything fails
+                self.db.execute("BEGIN IMMEDIATE")
+                if self._meta("fingerprint") == current and self.db["entries"].exists():
+                    return  # another process rebuilt it while we waited
+                self._build(entries)
+                self._set_meta("fingerprint", current)
+                self._set_meta("schema", str(SCHEMA_VERSION))
+        except sqlite3.Error as exc:
+            raise _unusable(self.directory, exc) from exc
+        self.rebuilt = True
+
+    def _build(self, entries: list[Entry]) -> None:
+        table = self.db["entries"]
+        if not table.exists():
+            table.create({"id": str, "category": str, "origin": str, "title_en": str, "title_zh": str,
+                          "cause_en": str, "cause_zh": str, "text": str, "body": str}, pk="id")
+            table.enable_fts(["id", "title_en", "title_zh", "cause_en", "cause_zh", "text"],
+                             create_triggers=True, tokenize="trigram")
+        self.db.execute("DELETE FROM entries WHERE origin = 'curated'")
+        table.insert_all((_fts_row(e) for e in entries), replace=True)
+
+    def _meta(self, key: str) -> str | None:
+        if not self.db["meta"].exists():
+            return None
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        if not self.db["meta"].exists():
+            self.db["meta"].create({"key": str, "value": str}, pk="key")
+        self.db["meta"].upsert({"key": key, "value": value}, pk="key")
+
+    def entries(self) -> list[Entry]:
+        self.ensure()
+        rows = self.db.execute("SELECT body FROM entries ORDER BY category, id").fetchall()
+        return [Entry.from_json(json.loads(body)) for (body,) in rows]
+
+    def get(self, entry_id: str) -> Entry | None:
+        self.ensure()
+        row = self.db.execute("SELECT body FROM entries WHERE id = ?", [entry_id]).fetchone()
+        return Entry.from_json(json.loads(row[0])) if row else None
+
+    def search(self, words: str, limit: int = 10) -> list[tuple[Entry, float]]:
+        """Full-text search over titles, causes, signatures and examples (both languages)."""
+        self.ensure()
+        terms = [t for t in words.split() if t]
+        if not terms:
+            return []
+        # each term quoted: FTS5 syntax in a user's words must not be interpreted
+        query = " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        try:
+            rows = self.db.execute(
+                "SELECT entries.body, bm25(entries_fts) AS rank FROM entries_fts "
+                "JOIN entries ON entries.rowid = entries_fts.rowid "
+                "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?", [query, limit]).fetchall()
+        except sqlite3.OperationalError:
+            rows = []
+        if not rows:  # trigram needs 3+ characters; fall back to a LIKE scan
+            like = [f"%{t}%" for t in terms]
+            where = " AND ".join("(title_en || title_zh || cause_en || cause_zh || text) LIKE ?" for _ in like)
+            rows = self.db.execute(f"SELECT body, 0 FROM entries WHERE {where} LIMIT ?", like + [limit]).fetchall()
+        return [(Entry.from_json(json.loads(body)), float(rank)) for body, rank in rows]
+
+
+class KnowledgeInvalid(Exception):
+    """One or more entry files failed validation."""
+
+    def __init__(self, errors: list[EntryError]):
+        self.errors = errors
+        lines = "\n".join(f"  {e}" for e in errors[:20])
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        super().__init__(f"{len(errors)} knowledge entr{'y is' if len(errors) == 1 else 'ies are'} "
+                         f"invalid; fix them (gpu-triage kb validate):\n{lines}{more}")
