@@ -1,0 +1,19 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("gpu-triage-data")
+
+
+@pytest.fixture(scope="session")
+def engine(data_dir):
+    from bot.engine import Engine
+
+    return Engine(data_dir=str(data_dir))
