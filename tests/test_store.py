@@ -1,0 +1,79 @@
+"""The SQLite store: built on first use, rebuilt when entries change, never loses what it has."""
+
+import os
+import shutil
+import sqlite3
+
+import pytest
+
+from knowledge.loader import entries_dir
+from knowledge.store import KnowledgeInvalid, Store, StoreError
+
+
+@pytest.fixture
+def entries(tmp_path):
+    """A private copy of the shipped entries that a test may edit."""
+    dest = tmp_path / "entries"
+    shutil.copytree(entries_dir(), dest)
+    return dest
+
+
+def test_built_on_first_use_and_searchable(tmp_path, entries):
+    store = Store(tmp_path / "data", entries=entries)
+    loaded = store.entries()
+    assert store.rebuilt and len(loaded) >= 60
+    assert (tmp_path / "data" / "gpu-triage.db").is_file()
+    assert Store(tmp_path / "data", entries=entries).entries() and not Store(tmp_path / "data", entries=entries).rebuilt
+    hits = [e.id for e, _ in store.search("watchdog timeout")]
+    assert hits and all("watchdog" in (e.title["en"] + e.cause["en"] + " ".join(e.signatures)).lower()
+                        for e, _ in store.search("watchdog timeout"))
+    zh = store.search("共享内存")
+    assert zh and all("共享内存" in e.title["zh"] + e.cause["zh"] for e, _ in zh)
+
+
+def test_rebuilt_when_an_entry_changes(tmp_path, entries):
+    store = Store(tmp_path / "data", entries=entries)
+    before = {e.id for e in store.entries()}
+    victim = sorted(entries.rglob("*.yaml"))[0]
+    copy = victim.with_name("copied-entry.yaml")
+    copy.write_text(victim.read_text(encoding="utf-8").replace(f"id: {victim.stem}", "id: copied-entry", 1),
+                    encoding="utf-8")
+    store2 = Store(tmp_path / "data", entries=entries)
+    after = {e.id for e in store2.entries()}
+    assert store2.rebuilt and after == before | {"copied-entry"}
+    copy.unlink()
+    assert {e.id for e in Store(tmp_path / "data", entries=entries).entries()} == before
+
+
+def test_invalid_entry_stops_the_rebuild_and_keeps_the_old_base(tmp_path, entries):
+    store = Store(tmp_path / "data", entries=entries)
+    count = len(store.entries())
+    db = sqlite3.connect(tmp_path / "data" / "gpu-triage.db")
+    db.execute("CREATE TABLE incidents (id INTEGER PRIMARY KEY, note TEXT)")
+    db.execute("INSERT INTO incidents (note) VALUES ('kept')")
+    db.commit()
+    db.close()
+    victim = sorted(entries.rglob("*.yaml"))[0]
+    victim.write_text(victim.read_text(encoding="utf-8").replace("category:", "category: nonsense\nx:", 1),
+                      encoding="utf-8")
+    with pytest.raises(KnowledgeInvalid) as exc:
+        Store(tmp_path / "data", entries=entries).entries()
+    assert victim.name in str(exc.value) and ":" in str(exc.value)
+    db = sqlite3.connect(tmp_path / "data" / "gpu-triage.db")
+    assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == count
+    assert db.execute("SELECT note FROM incidents").fetchall() == [("kept",)]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; covered by the file-in-the-way case")
+def test_unwritable_data_dir(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    with pytest.raises(StoreError, match="GPU_TRIAGE_DATA_DIR"):
+        Store(ro / "sub")
+
+
+def test_data_dir_that_is_a_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(StoreError, match=r"cannot use the data directory .*GPU_TRIAGE_DATA_DIR"):
+        Store(blocker)
