@@ -152,7 +152,9 @@ def cmd_kb(args) -> int:
         directory = Path(args.dir) if args.dir else entries_dir()
         if not directory.is_dir():
             raise Failure(f"{directory} is not a folder of knowledge entries")
-        entries, errors = load_dir(directory)
+        from collectors.trainlog import parse_text
+
+        entries, errors = load_dir(directory, finder=lambda line: parse_text(line, source="example").findings)
         for error in errors:
             print(error, file=sys.stderr)
         cats = sorted({e.category for e in entries})

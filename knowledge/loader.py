@@ -13,11 +13,13 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import yaml
 
 from collectors.findings import KINDS
+
+Finder = Callable[[str], Iterable[Any]]
 
 CATEGORIES = (
     "gpu-memory",
@@ -271,33 +273,49 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
     return entry, errors
 
 
-def check_examples(entry: Entry, lines: _Lines | None = None) -> list[EntryError]:
-    """Each example line must match the entry; no near miss may."""
-    from knowledge.match import entry_matches_line  # local: matcher imports this module
+def check_examples(entry: Entry, lines: _Lines | None = None, finder: Finder | None = None) -> list[EntryError]:
+    """Each example line must match the entry; no near miss may.
+
+    A line matches by a signature or a phrase, or, when ``finder`` is given (a function from a
+    line to the findings a parser draws from it), by one of the entry's finding rules. Without a
+    finder, an example that only a finding rule could match is left unchecked here; the
+    ``kb validate`` command and the tests pass the training-log parser as the finder.
+    """
+    from knowledge.match import entry_matches_line, rule_matches  # local: matcher imports this module
+
+    def matches(line: str) -> bool | None:
+        if entry_matches_line(entry, line):
+            return True
+        rules = [r for r in entry.findings if not r.get("rules_out")]
+        if not rules:
+            return False
+        if finder is None:
+            return None
+        return any(rule_matches(rule, f) for rule in rules for f in finder(line))
 
     errors = []
     where = lines.line("examples") if lines else None
     for line in entry.examples.get("match", []):
-        if not entry_matches_line(entry, line):
+        if matches(line) is False:
             errors.append(EntryError(entry.path, where, f"example {line[:80]!r} is not matched by any "
-                                     "signature or phrase of this entry; fix the signature or the example"))
+                                     "signature, phrase or finding rule of this entry; fix the entry or the example"))
     for line in entry.examples.get("near_miss", []):
-        if entry_matches_line(entry, line):
+        if matches(line):
             errors.append(EntryError(entry.path, where, f"near miss {line[:80]!r} is matched by this entry; "
-                                     "make the signature more specific"))
+                                     "make the signature or rule more specific"))
     return errors
 
 
-def load_file(path: Path, *, examples: bool = True) -> Entry:
+def load_file(path: Path, *, examples: bool = True, finder: Finder | None = None) -> Entry:
     """Load one entry file or raise the first :class:`EntryError`."""
-    entry, errors = _load(path, examples=examples)
+    entry, errors = _load(path, examples=examples, finder=finder)
     if errors:
         raise errors[0]
     assert entry is not None
     return entry
 
 
-def _load(path: Path, *, examples: bool) -> tuple[Entry | None, list[EntryError]]:
+def _load(path: Path, *, examples: bool, finder: Finder | None = None) -> tuple[Entry | None, list[EntryError]]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -317,7 +335,7 @@ def _load(path: Path, *, examples: bool) -> tuple[Entry | None, list[EntryError]
     lines = _Lines(node)
     entry, errors = validate(data, path, lines)
     if entry is not None and examples:
-        errors = check_examples(entry, lines)
+        errors = check_examples(entry, lines, finder)
         if errors:
             entry = None
     return entry, errors
@@ -328,7 +346,8 @@ def entry_files(directory: Path) -> list[Path]:
         p for p in directory.rglob("*.yml") if p.is_file())
 
 
-def load_dir(directory: Path | None = None, *, examples: bool = True) -> tuple[list[Entry], list[EntryError]]:
+def load_dir(directory: Path | None = None, *, examples: bool = True,
+             finder: Finder | None = None) -> tuple[list[Entry], list[EntryError]]:
     """Load every entry under ``directory``; return the good entries and all errors."""
     directory = Path(directory) if directory else entries_dir()
     entries: list[Entry] = []
@@ -337,7 +356,7 @@ def load_dir(directory: Path | None = None, *, examples: bool = True) -> tuple[l
         return [], [EntryError(directory, None, "no such folder of knowledge entries")]
     seen: dict[str, str] = {}
     for path in entry_files(directory):
-        entry, errs = _load(path, examples=examples)
+        entry, errs = _load(path, examples=examples, finder=finder)
         errors.extend(errs)
         if entry is None:
             continue

@@ -81,6 +81,11 @@ def literal_anchor(pattern: str) -> str | None:
     return best if len(best) >= 4 else None
 
 
+def rule_matches(rule: dict[str, Any], finding: Finding) -> bool:
+    """True when ``finding`` satisfies the conditions of an entry's findings rule."""
+    return _satisfies(rule, finding)
+
+
 def _satisfies(rule: dict[str, Any], finding: Finding) -> bool:
     if finding.kind != rule["kind"]:
         return False
