@@ -1,0 +1,100 @@
+"""The matcher's scoring rules, on real log lines, with small entries made for each rule."""
+
+from collectors.findings import Finding, FirstError, LogLine
+from knowledge.loader import Entry
+from knowledge.match import CONFIDENT, Matcher, literal_anchor
+
+# real lines (pytorch/pytorch and NVIDIA/nccl issue threads; see tests/corpus for whole logs)
+WATCHDOG = ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=52, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.")
+BUS = ("RuntimeError: DataLoader worker (pid 4070) is killed by signal: Bus error. It is possible that "
+       "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.")
+REMOTE = "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<50271> with error 12, opcode 0, len 0, vendor err 129"
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1045242, name=python, GPU has fallen off the bus."
+
+
+def entry(eid, category="communication", signatures=(), phrases=(), findings=(), symptom=False):
+    text = {"en": eid, "zh": eid}
+    return Entry(id=eid, category=category, title=text, cause=text, next_commands=[], fix={"en": [], "zh": []},
+                 support={"tier": "self", "why": text, "drivers": []}, references=["https://example.org"],
+                 signatures=list(signatures), phrases=list(phrases), findings=list(findings), symptom=symptom)
+
+
+def lines(*texts, source="job.log"):
+    return [LogLine(text=t, line_no=i, source=source) for i, t in enumerate(texts, 1)]
+
+
+def by_id(causes):
+    return {c.id: c for c in causes}
+
+
+def test_signature_phrase_and_nothing():
+    m = Matcher([entry("watchdog", signatures=["watchdog caught collective operation timeout"]),
+                 entry("shm", "shared-memory", phrases=["DataLoader worker is killed by signal: Bus error"])])
+    got = by_id(m.match(lines(WATCHDOG, BUS)))
+    assert got["watchdog"].confidence >= CONFIDENT and got["watchdog"].evidence[0].line == WATCHDOG
+    assert got["shm"].confidence >= CONFIDENT and "phrase" in got["shm"].evidence[0].why
+    assert m.match(lines("step 41200 loss 2.13", "KeyError: 'optim'")) == []
+
+
+def test_a_finding_that_rules_out_cuts_the_score():
+    e = entry("watchdog", signatures=["watchdog caught"], findings=[{"kind": "xid", "rules_out": True}])
+    m = Matcher([e])
+    plain = m.match(lines(WATCHDOG))[0].confidence
+    xid = Finding("xid", {"code": 79, "pci": "0000:3b:00"}, XID79, 1, source="kernel-log")
+    ruled = m.match(lines(WATCHDOG), [xid])[0]
+    assert ruled.confidence < plain * 0.5
+    assert any("ruled out" in x for x in ruled.explain)
+
+
+def test_evidence_from_a_second_source_strengthens():
+    e = entry("ib", signatures=["got completion from peer"], findings=[{"kind": "ib-port", "state": ["Down", "Polling"]}])
+    m = Matcher([e])
+    log_only = m.match(lines(REMOTE))[0].confidence
+    port = Finding("ib-port", {"device": "mlx5_0", "port": 1, "state": "Polling"}, "State: Polling", 7,
+                   node="gpu07", source="ibstat")
+    both = m.match(lines(REMOTE), [port])[0]
+    assert both.confidence > log_only
+    assert any("2 sources" in x for x in both.explain)
+
+
+def test_first_error_in_time_counts():
+    m = Matcher([entry("watchdog", signatures=["watchdog caught"]),
+                 entry("shm", "shared-memory", signatures=["killed by signal: bus error"])])
+    ls = lines(BUS, WATCHDOG)
+    first = FirstError(line=BUS, line_no=1, source="job.log")
+    ranked = m.match(ls, [], first)
+    assert ranked[0].id == "shm" and ranked[0].confidence > ranked[1].confidence
+
+
+def test_symptom_yields_to_a_specific_cause():
+    m = Matcher([entry("remote-exited", signatures=["got completion from peer"], symptom=True),
+                 entry("xid-79", "gpu-hardware", findings=[{"kind": "xid", "code": 79, "weight": 0.7}])])
+    xid = Finding("xid", {"code": 79}, XID79, 1, source="kernel-log")
+    ranked = m.match(lines(REMOTE), [xid])
+    assert [c.id for c in ranked] == ["xid-79", "remote-exited"]
+    assert any("symptom" in x for x in ranked[1].explain)
+
+
+def test_generic_rule_yields_codes_a_specific_entry_claims():
+    m = Matcher([entry("xid-79", "gpu-hardware", findings=[{"kind": "xid", "code": 79}]),
+                 entry("xid-other", "gpu-hardware", findings=[{"kind": "xid"}])])
+    x79 = Finding("xid", {"code": 79}, XID79, 1, source="kernel-log")
+    x45 = Finding("xid", {"code": 45}, "NVRM: Xid (PCI:0000:0a:00): 45, pid='<unknown>'", 2, source="kernel-log")
+    assert [c.id for c in m.match([], [x79])] == ["xid-79"]
+    got = by_id(m.match([], [x79, x45]))
+    assert [f.attrs["code"] for f in got["xid-other"].findings] == [45]
+
+
+def test_numeric_bounds_in_rules():
+    m = Matcher([entry("frag", "gpu-memory", findings=[{"kind": "cuda-oom", "min_frag_ratio": 0.3}])])
+    low = Finding("cuda-oom", {"frag_ratio": 0.05}, "", 1)
+    high = Finding("cuda-oom", {"frag_ratio": 0.45}, "", 2)
+    assert m.match([], [low]) == []
+    assert m.match([], [high])[0].id == "frag"
+
+
+def test_literal_anchor():
+    assert literal_anchor("Watchdog caught collective") == "watchdog caught collective"
+    assert literal_anchor(r"NCCL WARN NET/IB.*error \d+") == "nccl warn net/ib"
+    assert literal_anchor("(foo|bar)") is None
