@@ -276,10 +276,12 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
 def check_examples(entry: Entry, lines: _Lines | None = None, finder: Finder | None = None) -> list[EntryError]:
     """Each example line must match the entry; no near miss may.
 
-    A line matches by a signature or a phrase, or, when ``finder`` is given (a function from a
-    line to the findings a parser draws from it), by one of the entry's finding rules. Without a
-    finder, an example that only a finding rule could match is left unchecked here; the
-    ``kb validate`` command and the tests pass the training-log parser as the finder.
+    An example matches by a signature or a phrase, or, when ``finder`` is given (a function from
+    a line to the findings a parser draws from it), by one of the entry's finding rules. Without
+    a finder, an example that only a finding rule could match is left unchecked here; the
+    ``kb validate`` command and the tests pass the training-log parser as the finder. A near
+    miss is checked against the text layer only (signatures and phrases): finding rules are
+    broad supporting evidence by design, and the near miss guards the wording.
     """
     from knowledge.match import entry_matches_line, rule_matches  # local: matcher imports this module
 
@@ -300,7 +302,7 @@ def check_examples(entry: Entry, lines: _Lines | None = None, finder: Finder | N
             errors.append(EntryError(entry.path, where, f"example {line[:80]!r} is not matched by any "
                                      "signature, phrase or finding rule of this entry; fix the entry or the example"))
     for line in entry.examples.get("near_miss", []):
-        if matches(line):
+        if entry_matches_line(entry, line):
             errors.append(EntryError(entry.path, where, f"near miss {line[:80]!r} is matched by this entry; "
                                      "make the signature or rule more specific"))
     return errors

@@ -3,7 +3,7 @@
 How a confidence is made (``--explain`` prints the same story for each cause):
 
 * every piece of evidence has a weight in (0, 1): a signature hit 0.6, each further line hit by
-  a signature 0.05 (up to three), the best fuzzy phrase hit 0.25-0.5 by its score, each
+  a signature 0.05 (up to three), the best fuzzy phrase hit 0.4-0.6 by its score, each
   satisfied finding rule its ``weight`` (0.5 by default), evidence from a second source (a
   kernel log beside the training log, a collector's output) 0.2, and an entry whose evidence
   includes the first error in time 0.25;
@@ -50,7 +50,7 @@ def normalise(text: str) -> str:
     text = text[:MAX_LINE]
     for pattern, repl in _NORMALISE:
         text = pattern.sub(repl, text)
-    return utils.default_process(text)
+    return " ".join(utils.default_process(text).split())
 
 
 def literal_anchor(pattern: str) -> str | None:
@@ -290,7 +290,7 @@ class Matcher:
                 sources.add(_source_kind(line.source))
         if phrase_hit is not None:
             score, line, phrase = phrase_hit
-            w = 0.25 + 0.25 * (score - FUZZY_CUTOFF) / (100 - FUZZY_CUTOFF)
+            w = 0.4 + 0.2 * (score - FUZZY_CUTOFF) / (100 - FUZZY_CUTOFF)
             if sig_hits and (line.source, line.line_no) in sig_hits:
                 w = 0.1
             weights.append(round(w, 3))

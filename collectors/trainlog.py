@@ -1,0 +1,1304 @@
+"""The training-log parser: pasted text, uploaded files, folders, .gz, stdin.
+
+It turns a training job's output into typed :class:`Finding` s (CUDA OOM with its figures,
+NCCL watchdog timeouts, XIDs, signals, ...), a bounded list of cleaned :class:`LogLine` s for
+the matcher, and the first real error in time.
+
+Speed: logs can be gigabytes.  Input is read in byte chunks; a single RE2 pass over each chunk
+(a case-insensitive alternation of the error vocabulary plus the caller's keywords) finds the
+few candidate lines, and only those are decoded, cleaned and run through the detailed rules.
+Inputs under 4 MB are small enough to keep whole, so every line is cleaned and kept.
+
+Nothing here knows about the knowledge base; callers pass its anchors in ``keywords``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import gzip
+import io
+import os
+import re
+import sys
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable, Iterable, Sequence
+
+import re2
+
+from collectors.findings import KINDS, Finding, FirstError, LogLine
+from collectors.redact import Redactor
+
+__all__ = ["InputError", "ParseResult", "CleanLine", "parse_text", "parse_paths", "clean_line",
+           "signature_fragments"]
+
+FULL_LIMIT = 4 * 1024 * 1024  # inputs below this keep every non-blank line
+MAX_FULL_LINES = 20_000
+HEAD_LINES = 2_000
+TAIL_LINES = 5_000
+SMALL_CHUNK = 1 << 20  # read size while the input may still be "small"
+BIG_CHUNK = 16 << 20  # read size once it is not
+MAX_LINE_BYTES = 8 << 20  # a "line" longer than this is cut, to keep memory bounded
+MAX_TEXT = 4000  # characters kept of one line
+SNIFF = 8192
+FINDING_CAP = 5_000  # per kind; a log repeating one warning a million times gains nothing
+XID_CAP = 200_000  # every XID line is a finding, within reason
+LOG_EXTS = (".log", ".txt", ".out", ".err", ".gz")
+
+
+class InputError(Exception):
+    """The input cannot be read as a log; ``str(e)`` tells the user what to change."""
+
+
+@dataclass
+class ParseResult:
+    findings: list[Finding]
+    lines: list[LogLine]
+    first_error: FirstError | None
+    sources: list[str]
+    bytes_read: int
+    lines_read: int
+    truncated: bool
+    warnings: list[str]
+
+
+@dataclass
+class CleanLine(LogLine):
+    """A :class:`LogLine` with what the prefixes said besides rank, node and time."""
+
+    device: int | None = None  # local device / local rank ([default3], NCCL's "[3]")
+    pid: int | None = None
+    level: str | None = None  # E/W/I/F from glog-style prefixes, or ERROR/WARNING words
+
+
+# --------------------------------------------------------------------------------------------
+# The error vocabulary.  Fragments are written in the common subset of RE2 and POSIX ERE, so
+# the benchmark can hand exactly the same signatures to `grep -E -i`.
+# --------------------------------------------------------------------------------------------
+_VOCAB = [
+    r"error", r"exception", r"traceback", r"warn", r"fatal", r"fail", r"abort", r"panic",
+    r"killed", r"signal", r"exitcode", r"exit code", r"exit status", r"return code",
+    r"core dumped", r"segmentation", r"timeout", r"timed out", r"watchdog", r"out of memory",
+    r"\boom", r"oom[-_]", r"cannot allocate", r"not enough memory", r"bad_alloc", r"nvrm",
+    r"xid", r"fallen off", r"gpu lost", r"\becc\b", r"row remap", r"retire", r"no space left",
+    r"quota exceeded", r"errno", r"i/o error", r"input/output", r"stale file",
+    r"read-only file", r"not responding", r"nfs:", r"cancelled", r"preempt", r"time limit",
+    r"node fail", r"requeue", r"(nccl|driver|cuda|deepspeed|python|ofed)[ _-]*version",
+    r"kernel module", r"nvidia-smi [0-9]", r"torch[ =:_-]*(version[ :=]*)?v?[0-9]+\.[0-9]+",
+    r"release [0-9]+\.[0-9]+, v", r"nranks", r"rendezvous", r"diststore", r"tcpstore",
+    r"c10d", r"retry count", r"net/ib", r"got completion", r"bus error", r"shared memory",
+    r"/dev/shm", r"root cause", r"worker group", r"restart", r"illegal", r"assert",
+    r"no kernel image", r"insufficient", r"launch failure", r"cublas_status", r"cudnn_status",
+    r"nvlink", r"aer:", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
+    r"by peer", r"interrupt", r"terminate", r"stalled",
+]
+# Lines that say training is under way (for cuda-oom's at_start).
+_STEP = (r"(\b(global_)?step\b[ :=#]*[0-9]+|\biter(ation)?\b[ :=#]*[0-9]+|"
+         r"\bloss\b[ :=]*[0-9]|\bepoch\b[ :=]*[0-9]+|[0-9]it/s)")
+
+
+def signature_fragments(keywords: Iterable[str] = ()) -> list[str]:
+    """The prefilter's fragments (ERE-compatible) plus escaped caller keywords."""
+    frags = list(_VOCAB)
+    for k in keywords:
+        k = k.strip().lower()
+        if k:
+            frags.append(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", k))
+    return frags
+
+
+def _compile_prefilter(keywords: Iterable[str]):
+    alt = "|".join(f"({f})" for f in signature_fragments(keywords))
+    opts = re2.Options()
+    opts.case_sensitive = False
+    opts.max_mem = 256 << 20
+    return (re2.compile(alt.encode("utf-8"), opts), re2.compile(alt, opts))
+
+
+# --------------------------------------------------------------------------------------------
+# Cleaning
+# --------------------------------------------------------------------------------------------
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
+_SLACK_LINK = re.compile(r"<((?:https?|ftp|mailto):[^|>\s]*)\|([^>]*)>|<((?:https?|ftp|mailto):[^>\s]*)>")
+_FENCE = re.compile(r"^\s*```[\w-]*\s*|\s*```\s*$")
+_MON = {m: i for i, m in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
+_NOT_HOST = re.compile(r"(?i)(error|exception|warning|interrupt|\.py|\.cc|\.cpp|\.cu|\.h)$")
+
+_P_NCCL = re.compile(r"([A-Za-z0-9][\w.-]*):(\d+):(\d+) \[(\d+)\] ")
+_P_SRUN = re.compile(r"\s*(\d{1,5}): ")
+_P_HOSTRANK = re.compile(r"([A-Za-z][\w.-]*):(\d{1,5}): ")
+_P_HOST = re.compile(
+    r"((?:[A-Za-z][\w-]*\d[\w-]*|[A-Za-z]\w*-[\w-]+|\d{1,3}(?:\.\d{1,3}){3})(?:\.[A-Za-z][\w-]*)*): ")
+_P_DEFAULT = re.compile(r"\[default(\d+)\]:\s?")
+_P_RANK = re.compile(r"\[rank(\d+)\]:\s?")
+_P_LIGHTNING = re.compile(r"\[rank: ?(\d+)\]\s?")
+_P_WORKER = re.compile(r"\(\w+ rank=(\d+) pid=(\d+)\)\s?")
+_P_ISO = re.compile(
+    r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?:?\s*")
+_P_USDATE = re.compile(r"(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})(?:\s*-)?\s*")
+_P_GLOG_BR = re.compile(
+    r"\[([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)?(?: +\d+)?(?: [\w./-]+:\d+)?\]\s?")
+_P_GLOG_OLD = re.compile(r"\[([IWEF]) [\w./-]+:\d+\]\s?")
+_P_GLOG = re.compile(r"([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)?\s+\d+\s+[\w./-]+:\d+\]\s?")
+_P_CTIME = re.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]\s?")
+_P_MONO = re.compile(r"\[\s*\d+\.\d+\]\s?")
+_P_SYSLOG = re.compile(
+    r"([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) ([\w.-]+) ([\w./-]+)(?:\[\d+\])?: ")
+_P_FACILITY = re.compile(
+    r"(?:kern|user|daemon|syslog)\s*:\s*(emerg|alert|crit|err|error|warning|warn|notice|info|debug)\s*:\s*")
+_P_KERNEL = re.compile(r"kernel: ")
+_P_LEVEL = re.compile(r"\[(INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\]\s*")
+_P_QUOTE = re.compile(r">\s?")
+
+
+def _unslack(s: str) -> str:
+    if "<" in s:
+        s = _SLACK_LINK.sub(lambda m: m.group(2) if m.group(1) else m.group(3), s)
+    if "&" in s:
+        s = s.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return s
+
+
+def _iso(y: int, mo: int, d: int, h: int, mi: int, sec: int, frac: str | None, tz: str | None) -> str:
+    out = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{sec:02d}"
+    if frac:
+        out += "." + frac[1:]
+    if tz:
+        out += tz
+    return out
+
+
+def _epoch(y: int, mo: int, d: int, h: int, mi: int, sec: int, frac: str | None, tz: str | None) -> float | None:
+    try:
+        t = calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    if frac:
+        t += float("0." + frac[1:])
+    if tz and tz != "Z":
+        sign = -1 if tz[0] == "+" else 1
+        tz = tz[1:].replace(":", "")
+        t += sign * (int(tz[:2]) * 3600 + int(tz[2:4] or 0) * 60)
+    return t
+
+
+def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | None, bool]:
+    """Clean one raw line; returns the line, an epoch time when known, and whether the
+    timestamp lacked a year (so the caller may want to fix it from context)."""
+    s = raw
+    if "\x1b" in s:
+        s = _ANSI.sub("", s)
+    if "\r" in s:
+        parts = [p for p in s.split("\r") if p.strip()]
+        s = parts[-1] if parts else ""
+    s = _unslack(s)
+    if "```" in s:
+        s = _FENCE.sub("", s)
+    s = s.rstrip()
+    out = CleanLine(text="", line_no=0)
+    tkey: float | None = None
+    yearless = False
+    for _ in range(12):
+        c = s[:1]
+        if not c:
+            break
+        if c in " \t":
+            m = _P_SRUN.match(s)
+            if m:
+                if out.rank is None:
+                    out.rank = int(m.group(1))
+                s = s[m.end():]
+                continue
+            break
+        if c == "[":
+            m = _P_RANK.match(s)
+            if m:
+                out.rank = int(m.group(1))
+                s = s[m.end():]
+                continue
+            m = _P_DEFAULT.match(s)
+            if m:
+                out.device = int(m.group(1))
+                if out.rank is None:
+                    out.rank = out.device
+                s = s[m.end():]
+                continue
+            m = _P_LIGHTNING.match(s)
+            if m:
+                out.rank = int(m.group(1))
+                s = s[m.end():]
+                continue
+        elif c == "(":
+            m = _P_WORKER.match(s)
+            if m:
+                out.rank, out.pid = int(m.group(1)), int(m.group(2))
+                s = s[m.end():]
+                continue
+            break
+        elif c == ">":
+            s = s[1:].lstrip(" ")
+            continue
+        if c == "[" or c.isdigit():
+            m = _P_ISO.match(s)
+            if m:
+                g = m.groups()
+                y, mo, d, h, mi, sec = (int(x) for x in g[:6])
+                frac = g[6] and g[6].replace(",", ".")
+                out.ts = _iso(y, mo, d, h, mi, sec, frac, g[7])
+                tkey = _epoch(y, mo, d, h, mi, sec, frac, g[7])
+                s = s[m.end():]
+                continue
+        if c == "[":
+            m = _P_CTIME.match(s)
+            if m:
+                mo = _MON.get(m.group(1).lower(), 1)
+                d, h, mi, sec, y = (int(x) for x in m.group(2, 3, 4, 5, 6))
+                out.ts = _iso(y, mo, d, h, mi, sec, None, None)
+                tkey = _epoch(y, mo, d, h, mi, sec, None, None)
+                s = s[m.end():]
+                continue
+            m = _P_GLOG_BR.match(s)
+        elif c in "IWEF":
+            m = _P_GLOG.match(s)
+        else:
+            m = None
+        if m:
+            out.level = m.group(1)
+            mo, d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5, 6))
+            y = year_hint or 1970
+            yearless = year_hint is None
+            frac = m.group(7)
+            out.ts = _iso(y, mo, d, h, mi, sec, frac, None)
+            tkey = _epoch(y, mo, d, h, mi, sec, frac, None)
+            s = s[m.end():]
+            continue
+        if c == "[":
+            m = _P_GLOG_OLD.match(s) or _P_LEVEL.match(s)
+            if m:
+                lvl = m.group(1).upper()
+                out.level = "E" if lvl in ("ERROR", "CRITICAL") else lvl[:1]
+                s = s[m.end():]
+                continue
+            m = _P_MONO.match(s)
+            if m:
+                s = s[m.end():]
+                continue
+            break
+        if c.isdigit():
+            m = _P_SRUN.match(s)
+            if m:
+                if out.rank is None:
+                    out.rank = int(m.group(1))
+                s = s[m.end():]
+                continue
+            m = _P_USDATE.match(s)
+            if m:
+                mo, d, y, h, mi, sec = (int(x) for x in m.groups())
+                if 1 <= mo <= 12:
+                    out.ts = _iso(y, mo, d, h, mi, sec, None, None)
+                    tkey = _epoch(y, mo, d, h, mi, sec, None, None)
+                s = s[m.end():]
+                continue
+        if not c.isalnum():
+            break
+        m = _P_NCCL.match(s)
+        if m:
+            out.node = out.node or m.group(1)
+            out.pid = int(m.group(2))
+            out.device = int(m.group(4))
+            s = s[m.end():]
+            continue
+        if c.isalpha():
+            m = _P_SYSLOG.match(s)
+            if m and m.group(1).lower() in _MON:
+                mo = _MON[m.group(1).lower()]
+                d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5))
+                y = year_hint or 1970
+                yearless = year_hint is None
+                out.ts = _iso(y, mo, d, h, mi, sec, None, None)
+                tkey = _epoch(y, mo, d, h, mi, sec, None, None)
+                out.node = out.node or m.group(6)
+                s = s[m.end():]
+                continue
+            m = _P_KERNEL.match(s)
+            if m:
+                s = s[m.end():]
+                continue
+            m = _P_FACILITY.match(s)
+            if m:
+                lvl = m.group(1).upper()
+                out.level = "E" if lvl in ("ERR", "ERROR", "CRIT", "ALERT", "EMERG") else lvl[:1]
+                s = s[m.end():]
+                continue
+        m = _P_HOSTRANK.match(s)
+        if m and not _NOT_HOST.search(m.group(1)):
+            out.node = out.node or m.group(1)
+            if out.rank is None:
+                out.rank = int(m.group(2))
+            s = s[m.end():]
+            continue
+        m = _P_HOST.match(s)
+        if m and not _NOT_HOST.search(m.group(1)):
+            out.node = out.node or m.group(1)
+            s = s[m.end():]
+            continue
+        break
+    out.text = s.strip()
+    if len(out.text) > MAX_TEXT:
+        out.text = out.text[:MAX_TEXT] + " …"
+    return out, tkey, yearless
+
+
+def clean_line(raw: str) -> CleanLine:
+    """Strip ANSI colours, Slack escapes and rank/host/timestamp prefixes from one line.
+
+    Returns a :class:`CleanLine` (a :class:`LogLine`): ``text`` is the message, ``rank``,
+    ``node``, ``ts`` what the prefixes said; ``device``/``pid``/``level`` the rest.
+    """
+    return _clean(raw)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Rules: cleaned line -> findings
+# --------------------------------------------------------------------------------------------
+_U = r"([\d.]+) ?([KMGT]i?B|bytes?|B)\b"
+_UNIT = {"b": 2.0 ** -30, "byte": 2.0 ** -30, "bytes": 2.0 ** -30, "kib": 2.0 ** -20, "kb": 2.0 ** -20,
+         "mib": 2.0 ** -10, "mb": 2.0 ** -10, "gib": 1.0, "gb": 1.0, "tib": 1024.0, "tb": 1024.0}
+
+
+def _gib(num: str, unit: str) -> float | None:
+    try:
+        return round(float(num) * _UNIT[unit.lower()], 4)
+    except (KeyError, ValueError):
+        return None
+
+
+_OOM_TRIED = re.compile(r"Tried to allocate " + _U)
+_OOM_OLD = re.compile(r"\(GPU (\d+); " + _U + r" total capacity; " + _U + r" already allocated; " + _U
+                      + r" free; (?:" + _U + r" reserved in total by PyTorch|" + _U + r" cached)")
+_OOM_TOTAL = re.compile(r"GPU (\d+) has a total capac\w* of " + _U + r" of which " + _U + r" is free")
+_OOM_PROC = re.compile(r"(?:this process has|Process \d+ has) " + _U + r" memory in use")
+_OOM_ALLOC = re.compile(r"Of the allocated memory " + _U + r" is allocated by PyTorch, and " + _U
+                        + r" is reserved by PyTorch but unallocated")
+
+
+def _r_oom(t: str, low: str) -> list:
+    if "out of memory" not in low or ("cuda" not in low and "tried to allocate" not in low):
+        return []
+    a: dict = {}
+    m = _OOM_TRIED.search(t)
+    if m:
+        a["tried_gib"] = _gib(*m.group(1, 2))
+    m = _OOM_OLD.search(t)
+    if m:
+        a["gpu"] = int(m.group(1))
+        a["total_gib"] = _gib(*m.group(2, 3))
+        a["allocated_gib"] = _gib(*m.group(4, 5))
+        a["free_gib"] = _gib(*m.group(6, 7))
+        res = _gib(*m.group(8, 9)) if m.group(8) else _gib(*m.group(10, 11))
+        a["reserved_gib"] = res
+        if res is not None and a["allocated_gib"] is not None:
+            a["reserved_unallocated_gib"] = round(max(res - a["allocated_gib"], 0.0), 4)
+    m = _OOM_TOTAL.search(t)
+    if m:
+        a["gpu"] = int(m.group(1))
+        a["total_gib"] = _gib(*m.group(2, 3))
+        a["free_gib"] = _gib(*m.group(4, 5))
+    m = _OOM_PROC.search(t)
+    if m:
+        a["process_gib"] = _gib(*m.group(1, 2))
+    m = _OOM_ALLOC.search(t)
+    if m:
+        al, ru = _gib(*m.group(1, 2)), _gib(*m.group(3, 4))
+        a["allocated_gib"] = al
+        a["reserved_unallocated_gib"] = ru
+        if al is not None and ru is not None:
+            a["reserved_gib"] = round(al + ru, 4)
+    res, ru = a.get("reserved_gib"), a.get("reserved_unallocated_gib")
+    if res and ru is not None:
+        a["frag_ratio"] = round(ru / res, 4)
+    return [("cuda-oom", {k: v for k, v in a.items() if v is not None})]
+
+
+_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
+                       r"(?:, NumelIn=(\d+))?[^)]*?Timeout\(ms\)=(\d+)\) ran for (\d+) milli")
+_PG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+
+
+def _r_watchdog(t: str, low: str) -> list:
+    if "watchdog caught" not in low:
+        return []
+    m = _WATCHDOG.search(t)
+    if not m:
+        return [("nccl-timeout", {})]
+    a = {"seq": int(m.group(1)), "op": m.group(2).lstrip("_").upper(), "timeout_ms": int(m.group(4)),
+         "elapsed_ms": int(m.group(5))}
+    if m.group(3):
+        a["numel_in"] = int(m.group(3))
+    return [("nccl-timeout", a)]
+
+
+_NCCL_REASONS = [
+    ("unhandled system error", "unhandled-system-error"), ("ncclsystemerror", "unhandled-system-error"),
+    ("unhandled cuda error", "unhandled-cuda-error"), ("ncclunhandledcudaerror", "unhandled-cuda-error"),
+    ("internal error", "internal-error"), ("ncclinternalerror", "internal-error"),
+    ("invalid usage", "invalid-usage"), ("ncclinvalidusage", "invalid-usage"),
+    ("remote process exited", "remote-error"), ("ncclremoteerror", "remote-error"),
+    ("connection closed by", "connection-closed"), ("connection reset by peer", "connection-closed"),
+]
+
+
+def _r_nccl_error(t: str, low: str) -> list:
+    if "nccl" not in low or ("error" not in low) or "nccl warn" in low or "nccl info" in low:
+        return []
+    if not ("nccl error" in low or "ncclsystemerror" in low or "ncclinternalerror" in low
+            or "ncclremoteerror" in low or "ncclinvalidusage" in low or "ncclunhandledcudaerror" in low):
+        return []
+    reason = "other"
+    for needle, r in _NCCL_REASONS:
+        if needle in low:
+            reason = r
+            break
+    return [("nccl-error", {"reason": reason, "text": t})]
+
+
+_NCCL_WARN = re.compile(r"NCCL WARN\s*(.*)")
+_IB_COMPL = re.compile(r"Got completion from peer (\S+?)(?:<\d+>)? with (?:error|status=?)\s*(\d+)"
+                       r"(?:.*?vendor err (\d+))?")
+_IB_RETRY = re.compile(r"(?i)transport retry count(?:er)? exceeded|retry_exc_err")
+
+
+def _r_nccl_warn(t: str, low: str) -> list:
+    out = []
+    if "nccl warn" in low:
+        m = _NCCL_WARN.search(t)
+        out.append(("nccl-warn", {"text": m.group(1).strip() if m else t}))
+    if "got completion" in low:
+        m = _IB_COMPL.search(t)
+        if m:
+            a: dict = {"status": int(m.group(2)), "peer": m.group(1)}
+            if m.group(3):
+                a["vendor_err"] = int(m.group(3))
+            out.append(("ib-error", a))
+    elif _IB_RETRY.search(t):
+        out.append(("ib-error", {"status": "transport retry counter exceeded"}))
+    return out
+
+
+_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\): (\d+)"
+                  r"(?:, pid=('?<unknown>'?|\d+))?(?:, name=([^,]+))?")
+
+
+def _r_xid(t: str, low: str) -> list:
+    out = []
+    if "xid" in low:
+        m = _XID.search(t)
+        if m:
+            a: dict = {"code": int(m.group(2)), "pci": m.group(1).lower()}
+            pid = m.group(3)
+            a["pid"] = int(pid) if pid and pid.isdigit() else None
+            name = (m.group(4) or "").strip()
+            a["process"] = None if not name or "unknown" in name else name
+            out.append(("xid", a))
+    if "fallen off the bus" in low or "gpu lost" in low or "unable to determine the device handle" in low \
+            or "gpu is lost" in low:
+        m = re.search(r"(?:PCI:|GPU ?)([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})", t)
+        a = {"text": t}
+        if m:
+            pci = m.group(1).lower()
+            a["pci"] = pci[-10:] if len(pci) > 10 else pci
+        out.append(("gpu-lost", a))
+    return out
+
+
+def _r_ecc(t: str, low: str) -> list:
+    if "row remap" in low:
+        return [("ecc-error", {"type": "row-remap", "text": t})]
+    if "page retire" in low or "retired page" in low or "pages pending retirement" in low:
+        return [("ecc-error", {"type": "page-retired", "text": t})]
+    if re.search(r"\becc\b", low) and ("error" in low or "fault" in low):
+        typ = "uncorrectable" if ("uncorrect" in low or "double bit" in low or "dbe" in low) else \
+            "correctable" if "correct" in low else "uncorrectable"
+        return [("ecc-error", {"type": typ, "text": t})]
+    return []
+
+
+_CUDA_ERRS = [
+    ("illegal memory access", "illegal-memory-access"), ("device-side assert", "device-side-assert"),
+    ("launch failure", "launch-failure"), ("uncorrectable ecc error", "ecc-uncorrectable"),
+    ("no kernel image", "no-kernel-image"), ("driver version is insufficient", "driver-insufficient"),
+    ("cudaerrorinsufficientdriver", "driver-insufficient"), ("not ready", "not-ready"),
+]
+_CUDA_ERR_TRIG = re.compile(r"(?i)CUDA error|cudaError\w+|CUDA driver error|cuda runtime error|"
+                            r"CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|device-side assert triggered|"
+                            r"illegal memory access was encountered")
+
+
+def _r_cuda_error(t: str, low: str) -> list:
+    if not _CUDA_ERR_TRIG.search(t) or "out of memory" in low:
+        return []
+    err = "other"
+    for needle, e in _CUDA_ERRS:
+        if needle in low:
+            err = e
+            break
+    return [("cuda-error", {"error": err, "text": t})]
+
+
+def _r_shm(t: str, low: str) -> list:
+    if "bus error" in low and ("dataloader" in low or "shared memory" in low or "shm" in low):
+        return [("shm-bus-error", {"text": t})]
+    if ("shared memory" in low or "/dev/shm" in low or "</torch_" in low or "shm_open" in low) and \
+            any(w in low for w in ("error", "unable", "no space", "failed", "cannot")):
+        return [("shm-error", {"text": t})]
+    return []
+
+
+_NOSPACE_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded)\)?:? ?['\"]?(/[^'\"\s]*)")
+_PATH_BEFORE = re.compile(r"(/[\w./@+-]+)['\"]?:? No space left")
+
+
+def _r_disk(t: str, low: str) -> list:
+    out = []
+    if "no space left on device" in low or "disk quota exceeded" in low or "errno 28" in low:
+        if not ("/dev/shm" in low or "</torch_" in low or "shared memory" in low):
+            a: dict = {"errno": 122 if "quota" in low else 28}
+            m = _NOSPACE_PATH.search(t) or _PATH_BEFORE.search(t)
+            if m:
+                a["path"] = m.group(1)
+            out.append(("disk-full", a))
+    if any(w in low for w in ("input/output error", "errno 5]", "stale file handle", "read-only file system",
+                              "buffer i/o error", " i/o error")):
+        out.append(("io-error", {"text": t}))
+    m = re.search(r"nfs: server (\S+) not responding", t)
+    if m:
+        out.append(("nfs-stall", {"server": m.group(1), "text": t}))
+    return out
+
+
+_OOMK = re.compile(r"Killed process (\d+) \(([^)]*)\)(?:.*?anon-rss:(\d+)kB)?")
+
+
+def _r_host_mem(t: str, low: str) -> list:
+    out = []
+    if "killed process" in low and "out of memory" in low:
+        m = _OOMK.search(t)
+        if m:
+            a: dict = {"pid": int(m.group(1)), "process": m.group(2)}
+            if m.group(3):
+                a["anon_rss_kb"] = int(m.group(3))
+            out.append(("oom-killer", a))
+    if "not enough memory" in low or "cannot allocate memory" in low or "bad_alloc" in low \
+            or re.match(r"(?:\w+\.)*MemoryError\b", t):
+        out.append(("host-oom", {"text": t}))
+    return out
+
+
+_SLURM = re.compile(r"\*\*\* (?:JOB|STEP) (\d+)(?:\.\w+)?(?: ON \S+)? CANCELLED AT \S+(?: DUE TO ([A-Z ]+?))?"
+                    r"(?: on \S+)? \*\*\*")
+
+
+def _r_slurm(t: str, low: str) -> list:
+    out = []
+    if "cancelled" in low and ("***" in t or "slurm" in low):
+        m = _SLURM.search(t)
+        due = (m.group(2) if m else "") or ""
+        if not due:
+            dm = re.search(r"DUE TO ([A-Z ]+?)(?: on \S+)? \*\*\*", t)
+            due = dm.group(1) if dm else ""
+        ev = {"TIME LIMIT": "time-limit", "PREEMPTION": "preempted", "NODE FAILURE": "node-fail"}.get(
+            due.strip(), "cancelled")
+        a: dict = {"event": ev, "text": t}
+        jm = m or re.search(r"(?:JOB|STEP) (\d+)", t)
+        if jm:
+            a["job"] = jm.group(1)
+        out.append(("slurm-event", a))
+    elif "oom-kill event" in low or "oom_kill event" in low:
+        a = {"event": "oom", "text": t}
+        jm = re.search(r"StepId=(\d+)|job (\d+)", t)
+        if jm:
+            a["job"] = jm.group(1) or jm.group(2)
+        out.append(("slurm-event", a))
+    elif "requeue" in low and ("slurm" in low or "job" in low):
+        out.append(("slurm-event", {"event": "requeued", "text": t}))
+    return out
+
+
+_RDZV = [
+    ("rendezvoustimeouterror", "timeout"), ("rendezvousconnectionerror", "connect-failed"),
+    ("rendezvousclosederror", "closed"), ("diststoreerror", "store-error"),
+    ("distnetworkerror", "connect-failed"),
+]
+
+
+def _r_rdzv(t: str, low: str) -> list:
+    reason = None
+    for needle, r in _RDZV:
+        if needle in low:
+            reason = r
+            break
+    if reason is None:
+        if ("client socket has timed out" in low or "waiting for clients" in low
+                or "waiting for workers" in low or ("rendezvous" in low and "timed out" in low)):
+            reason = "timeout"
+        elif ("store" in low or "c10d" in low or "rendezvous" in low) and (
+                "connection refused" in low or "failed to connect" in low or "connect() failed" in low):
+            reason = "connect-failed"
+        elif "store->get" in low and "error" in low:
+            reason = "store-error"
+    if reason is None:
+        return []
+    if reason == "store-error" and "timed out" in low or "timeout" in low and reason == "store-error":
+        reason = "timeout"
+    return [("rendezvous-error", {"reason": reason, "text": t})]
+
+
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+            9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+_AGENT_FAIL = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_SUM_EXIT = re.compile(r"^exitcode\s*: (-?\d+) \(pid: (\d+)\)")
+_SUM_HOST = re.compile(r"^host\s*: (\S+)")
+_SUM_RANK = re.compile(r"^rank\s*: (\d+) \(local_rank: (\d+)\)")
+_SUM_TB = re.compile(r"^traceback\s*: Signal (\d+) \((SIG\w+)\) received by PID (\d+)", re.I)
+_SIG_RECV = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)", re.I)
+_RET_CODE = re.compile(r"(?:exits? with return code|return code) ?= ?(-?\d+)")
+_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (Killed|Bus error|Segmentation fault|Aborted|"
+                        r"Terminated|Exited with exit code \d+)")
+_SHELL_SIG = re.compile(r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?$")
+_SHELL_NAMES = {"bus error": "SIGBUS", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT",
+                "killed": "SIGKILL", "terminated": "SIGTERM"}
+
+
+def _sig_attrs(code: int) -> dict:
+    a: dict = {"exitcode": code}
+    if code < 0 and -code in _SIGNALS:
+        a["signal"] = _SIGNALS[-code]
+    elif code > 128 and code - 128 in _SIGNALS:
+        a["signal"] = _SIGNALS[code - 128]
+    return a
+
+
+def _r_exit(t: str, low: str) -> list:
+    m = _AGENT_FAIL.search(t)
+    if m:
+        a = _sig_attrs(int(m.group(1)))
+        a["local_rank"] = int(m.group(2))
+        a["pid"] = int(m.group(3))
+        return [("exit-signal", a)]
+    m = _RET_CODE.search(t)
+    if m and int(m.group(1)) != 0:
+        return [("exit-signal", _sig_attrs(int(m.group(1))))]
+    m = _SRUN_TASK.search(t)
+    if m:
+        what = m.group(3).lower()
+        a = {"host": m.group(1)}
+        if what.startswith("exited with exit code"):
+            a.update(_sig_attrs(int(what.rsplit(" ", 1)[1])))
+        else:
+            a["signal"] = _SHELL_NAMES.get(what)
+        return [("exit-signal", {k: v for k, v in a.items() if v is not None})]
+    m = _SHELL_SIG.match(t)
+    if m:
+        return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1).lower()]})]
+    if "signals.sig" in low:
+        m = re.search(r"Signals\.(SIG\w+): (\d+)", t)
+        if m:
+            return [("exit-signal", {"signal": m.group(1), "exitcode": -int(m.group(2))})]
+    if "got signal" in low:
+        m = re.search(r"Process (\d+) got signal: (\d+)", t)
+        if m:
+            a = _sig_attrs(-int(m.group(2)))
+            a["pid"] = int(m.group(1))
+            return [("exit-signal", a)]
+    return []
+
+
+def _r_elastic(t: str, low: str) -> list:
+    if ("worker group" in low and "fail" in low) or "restarts exhausted" in low or \
+            ("max_restarts" in low and "exceed" in low):
+        return [("elastic-restart", {"text": t})]
+    return []
+
+
+def _r_misc(t: str, low: str) -> list:
+    out = []
+    if "nvlink" in low and any(w in low for w in ("error", "fatal", "fail", "inactive", "down")):
+        out.append(("nvlink-error", {"text": t}))
+    m = re.search(r"AER: (Corrected|Uncorrected|Uncorrectable|Multiple Corrected|Multiple Uncorrected)", t)
+    if m:
+        out.append(("pcie-error", {"text": t, "severity": "corrected" if "Corrected" in m.group(1)
+                                   else "uncorrected"}))
+    if ("thermal" in low or "throttl" in low or "slowdown" in low) and any(
+            w in low for w in ("gpu", "hw", "temperature", "nvrm", "clocks")):
+        out.append(("thermal", {"text": t}))
+    return out
+
+
+_VERSIONS = [
+    ("driver", re.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module\D*?(\d{3}\.\d+(?:\.\d+)?)")),
+    ("driver", re.compile(r"Driver Version:\s*(\d{3}\.\d+(?:\.\d+)?)")),
+    ("driver", re.compile(r"NVIDIA-SMI (\d{3}\.\d+(?:\.\d+)?)")),
+    ("cuda", re.compile(r"CUDA Version:?\s*(\d+\.\d+(?:\.\d+)?)")),
+    ("cuda", re.compile(r"Cuda compilation tools, release (\d+\.\d+)")),
+    ("nccl", re.compile(r"NCCL version:?\s*(\d+\.\d+\.\d+(?:\+[\w.]+)?)")),
+    ("pytorch", re.compile(r"(?i)(?<![\w.])(?:py)?torch(?:\.__version__)?[ _]*(?:version)?\s*[:=]*\s*v?"
+                           r"(\d+\.\d+\.\d+(?:[+.][\w.]+)?)")),
+    ("deepspeed", re.compile(r"(?i)deepspeed(?: info)?[ .]*(?:version)?\s*[:=]*\s*v?(\d+\.\d+\.\d+)")),
+    ("python", re.compile(r"(?i)python version:?\s*(\d+\.\d+(?:\.\d+)?)")),
+    ("ofed", re.compile(r"(?i)MLNX_OFED_LINUX-([\d.-]+)")),
+]
+
+
+def _r_version(t: str, low: str) -> list:
+    out = []
+    for comp, rx in _VERSIONS:
+        m = rx.search(t)
+        if m:
+            out.append(("version", {"component": comp, "value": m.group(1).rstrip(".")}))
+    return out
+
+
+_RULES: list[Callable[[str, str], list]] = [
+    _r_oom, _r_watchdog, _r_nccl_error, _r_nccl_warn, _r_xid, _r_ecc, _r_cuda_error, _r_shm, _r_disk,
+    _r_host_mem, _r_slurm, _r_rdzv, _r_exit, _r_elastic, _r_misc, _r_version,
+]
+
+_EXC = re.compile(r"^((?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Fault)))"
+                  r"(?::\s*(.*))?$")
+_TB_HEAD = "Traceback (most recent call last)"
+
+# --- first-error tiers ---
+ROOT, ECHO, WEAK, CHORUS, NONE = 0, 1, 2, 3, 4
+_ROOT_KINDS = {"cuda-oom", "xid", "gpu-lost", "ecc-error", "cuda-error", "shm-bus-error", "shm-error",
+               "disk-full", "io-error", "nfs-stall", "oom-killer", "host-oom", "ib-error", "nccl-error",
+               "rendezvous-error", "slurm-event", "nvlink-error", "pcie-error", "thermal", "python-exception"}
+_CHORUS_TEXT = ("remote process exited", "closing signal", "childfailederror", "root cause (first observed",
+                "traceback (most recent call last)", "error_file", "failures:", "<no_other_failures>",
+                "exitcode", "sigkill_handler", "killing subprocess")
+_ECHO_TEXT = ("watchdog caught", "detected by watchdog", "communicator was aborted", "nccl operations have failed",
+              "to avoid data inconsistency", "taking the entire process down", "heartbeat monitor",
+              "connection reset by peer", "connection closed by peer")
+_WEAK_WORD = re.compile(r"(?i)\b(error|fatal|failed|failure|exception|abort(ed)?)\b")
+
+
+def _tier(kind: str, attrs: dict, low: str) -> int:
+    if kind in ("version", "rank-straggler"):
+        return NONE
+    if kind in ("exit-signal", "elastic-restart") or any(c in low for c in _CHORUS_TEXT):
+        return CHORUS
+    if kind == "nccl-timeout" or any(e in low for e in _ECHO_TEXT):
+        return ECHO
+    if kind == "slurm-event" and attrs.get("event") == "cancelled":
+        return CHORUS
+    if kind == "pcie-error" and attrs.get("severity") == "corrected":
+        return WEAK
+    if kind in _ROOT_KINDS:
+        return ROOT
+    return WEAK
+
+
+@dataclass
+class _Event:
+    tier: int
+    tkey: float | None
+    order: tuple[int, int]
+    line: LogLine
+
+
+@dataclass
+class _Src:
+    idx: int
+    name: str
+    last_tkey: float | None = None
+    first_step: int | None = None
+    follow: int = 0
+    tb: dict = field(default_factory=dict)  # (rank, node) -> in traceback
+    summary: dict = field(default_factory=dict)
+    bad_lines: int = 0
+
+
+class _Scanner:
+    def __init__(self, keywords: Iterable[str]) -> None:
+        kws = [k.strip().lower() for k in keywords if k and k.strip()]
+        self.pre_b, self.pre_s = _compile_prefilter(kws)
+        self.step_b = re2.compile(_STEP.encode(), _ci())
+        self.step_s = re2.compile(_STEP, _ci())
+        self.redact = Redactor()
+        self.findings: list[Finding] = []
+        self.kind_count: dict[str, int] = {}
+        self.capped: set[str] = set()
+        self.head: list[LogLine] = []
+        self.tail: deque[LogLine] = deque(maxlen=TAIL_LINES)
+        self.finding_lines: dict[tuple[int, int], LogLine] = {}
+        self.full: deque[LogLine] | None = deque(maxlen=MAX_FULL_LINES)
+        self.full_overflow = False
+        self.bytes_read = 0
+        self.lines_read = 0
+        self.events: list[_Event] = []
+        self.sources: list[str] = []
+        self.warnings: list[str] = []
+        self.versions: set[tuple[str, str]] = set()
+        self.ranks_seen: set[int] = set()
+        self.world: int | None = None
+        self.year_hint: int | None = None
+        self.n_candidates = 0
+        self.last_exit: Finding | None = None
+        self.first_step: dict[str, int | None] = {}
+
+    # ---- streaming -------------------------------------------------------------------------
+    def scan(self, name: str, fh: BinaryIO) -> None:
+        src = _Src(len(self.sources), name)
+        self.sources.append(name)
+        carry = b""
+        base = 0  # lines before the current buffer
+        start_bytes = self.bytes_read
+        while True:
+            small = self.full is not None
+            data = fh.read(SMALL_CHUNK if small else BIG_CHUNK)
+            if not data:
+                break
+            self.bytes_read += len(data)
+            if self.full is not None and self.bytes_read > FULL_LIMIT:
+                self.full = None  # too big to keep whole; candidates only from here on
+            buf = carry + data if carry else data
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                if len(buf) > MAX_LINE_BYTES:
+                    cut = len(buf) - 1  # an absurdly long line: cut it here
+                else:
+                    carry = buf
+                    continue
+            carry = buf[cut + 1:]
+            buf = buf[:cut + 1]
+            base = self._chunk(src, buf, base, small)
+        if carry:
+            base = self._chunk(src, carry + b"\n", base, self.full is not None)
+        self.lines_read += base
+        self.first_step[name] = src.first_step
+        if self.bytes_read == start_bytes:
+            self.warnings.append(f"{name}: the file is empty")
+        if src.bad_lines:
+            self.warnings.append(f"{name}: {src.bad_lines} lines were not valid UTF-8; decoded with U+FFFD")
+
+    def _chunk(self, src: _Src, buf: bytes, base: int, small: bool) -> int:
+        if not buf.isascii():
+            try:
+                buf.decode("utf-8")
+            except UnicodeDecodeError:
+                for raw in buf.split(b"\n"):
+                    try:
+                        raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        src.bad_lines += 1
+        nlines = buf.count(b"\n")
+        if src.first_step is None:
+            m = self.step_b.search(buf)
+            if m:
+                src.first_step = base + buf.count(b"\n", 0, m.start()) + 1
+        if small and self.full is not None:
+            cand_starts = set()
+            pos, n = 0, len(buf)
+            while pos < n:
+                m = self.pre_b.search(buf, pos)
+                if m is None:
+                    break
+                s = buf.rfind(b"\n", 0, m.start()) + 1
+                cand_starts.add(s)
+                e = buf.find(b"\n", m.end())
+                pos = n if e < 0 else e + 1
+            off = 0
+            for i, raw in enumerate(buf[:-1].split(b"\n")):
+                cand = off in cand_starts or src.follow > 0
+                if src.follow > 0:
+                    src.follow -= 1
+                off += len(raw) + 1
+                self._line(src, raw.decode("utf-8", "replace"), base + i + 1, cand, keep_all=True)
+            return base + nlines
+        pre = self.pre_b
+        n = len(buf)
+        pos = counted = 0
+        ln = base
+        while pos < n:
+            if src.follow > 0:
+                s = pos
+                src.follow -= 1
+            else:
+                m = pre.search(buf, pos)
+                if m is None:
+                    break
+                s = buf.rfind(b"\n", 0, m.start()) + 1
+            e = buf.find(b"\n", s)
+            if e < 0:
+                e = n
+            ln += buf.count(b"\n", counted, s)
+            counted = s
+            self._line(src, buf[s:e].decode("utf-8", "replace"), ln + 1, True, keep_all=False)
+            pos = e + 1
+        return base + nlines
+
+    # ---- one line --------------------------------------------------------------------------
+    def _line(self, src: _Src, raw: str, line_no: int, cand: bool, keep_all: bool) -> None:
+        if not keep_all and not cand:
+            return
+        if not raw.strip():
+            return
+        cl, tkey, yearless = _clean(raw, self.year_hint)
+        if tkey is not None and not yearless and cl.ts and cl.ts[:4].isdigit():
+            self.year_hint = int(cl.ts[:4])
+        if yearless:
+            tkey = None  # a glog/syslog time without a year cannot be set against other files
+        if tkey is None and cl.ts is None:
+            tkey = src.last_tkey  # carry the last time forward (tracebacks have none of their own)
+        else:
+            src.last_tkey = tkey if tkey is not None else src.last_tkey
+        if not cl.text:
+            return
+        cl.text = self.redact(cl.text)
+        cl.line_no = line_no
+        cl.source = src.name
+        if cl.rank is not None:
+            self.ranks_seen.add(cl.rank)
+        if keep_all and self.full is not None:
+            if len(self.full) == MAX_FULL_LINES:
+                self.full_overflow = True
+            self.full.append(cl)
+        if not cand:
+            if src.first_step is None and self.step_s.search(cl.text):
+                src.first_step = line_no
+            return
+        self.n_candidates += 1
+        if len(self.head) < HEAD_LINES:
+            self.head.append(cl)
+        else:
+            self.tail.append(cl)
+        self._extract(src, cl, tkey)
+
+    def _extract(self, src: _Src, cl: CleanLine, tkey: float | None) -> None:
+        t = cl.text
+        low = t.lower()
+        found: list[tuple[str, dict]] = []
+        for rule in _RULES:
+            found.extend(rule(t, low))
+        found.extend(self._stateful(src, cl, t, low))
+        m = re.search(r"\brank (\d+) nranks (\d+)", t)
+        if m:
+            self.ranks_seen.add(int(m.group(1)))
+            self.world = max(self.world or 0, int(m.group(2)))
+        best = NONE
+        for kind, attrs in found:
+            if kind == "version":
+                key = (attrs["component"], attrs["value"])
+                if key in self.versions:
+                    continue
+                self.versions.add(key)
+            f = self._add(kind, attrs, cl, src)
+            if f is not None:
+                best = min(best, _tier(kind, attrs, low))
+        if best == NONE and (cl.level in ("E", "F") or _WEAK_WORD.search(t)):
+            best = CHORUS if any(c in low for c in _CHORUS_TEXT) else \
+                ECHO if any(e in low for e in _ECHO_TEXT) else WEAK
+        if best < NONE:
+            self.events.append(_Event(best, tkey, (src.idx, cl.line_no), cl))
+
+    def _stateful(self, src: _Src, cl: CleanLine, t: str, low: str) -> list:
+        """Rules that need the lines before: tracebacks and torchrun's failure summary."""
+        out: list[tuple[str, dict]] = []
+        key = (cl.rank, cl.node)
+        if t.startswith(_TB_HEAD):
+            src.tb[key] = True
+            return out
+        m = _EXC.match(t)
+        if m and (m.group(3) is not None or src.tb.get(key)):
+            typ = m.group(2)
+            msg = (m.group(3) or "").strip()
+            src.tb[key] = False
+            out.append(("python-exception", {"type": typ, "message": msg[:500]}))
+            if typ == "ChildFailedError":
+                src.follow = max(src.follow, 40)
+        if "root cause (first observed failure)" in low or low.startswith("failures:"):
+            src.summary = {}
+            src.follow = max(src.follow, 12)
+            return out
+        sm = src.summary
+        mh = _SUM_HOST.match(t)
+        if mh:
+            sm["host"] = mh.group(1)
+            return out
+        mr = _SUM_RANK.match(t)
+        if mr:
+            sm["rank"], sm["local_rank"] = int(mr.group(1)), int(mr.group(2))
+            return out
+        if re.match(r"^\[\d+\]:$", t):
+            src.summary = {}
+            src.follow = max(src.follow, 8)
+            return out
+        me = _SUM_EXIT.match(t)
+        if me:
+            a = _sig_attrs(int(me.group(1)))
+            a["pid"] = int(me.group(2))
+            if "host" in sm:
+                a["host"] = sm["host"]
+            if "local_rank" in sm:
+                a["local_rank"] = sm["local_rank"]
+            if "rank" in sm:
+                cl.rank = cl.rank if cl.rank is not None else sm["rank"]
+            if "host" in sm and cl.node is None:
+                cl.node = sm["host"]
+            out.append(("exit-signal", a))
+            return out
+        ms = _SIG_RECV.search(t)
+        if ms:
+            prev = self.last_exit
+            if prev is not None and prev.attrs.get("pid") == int(ms.group(3)):
+                prev.attrs.setdefault("signal", ms.group(2).upper())
+            else:
+                out.append(("exit-signal", {"exitcode": -int(ms.group(1)), "signal": ms.group(2).upper(),
+                                            "pid": int(ms.group(3))}))
+        return out
+
+    def _add(self, kind: str, attrs: dict, cl: CleanLine, src: _Src) -> Finding | None:
+        n = self.kind_count.get(kind, 0)
+        if n >= (XID_CAP if kind == "xid" else FINDING_CAP):
+            self.capped.add(kind)
+            return None
+        self.kind_count[kind] = n + 1
+        rank = cl.rank
+        if kind == "nccl-timeout":
+            m = _PG_RANK.search(cl.text)
+            if m and rank is None:
+                rank = int(m.group(1))
+        f = Finding(kind=kind, attrs=attrs, line=cl.text, line_no=cl.line_no, rank=rank, node=cl.node,
+                    source=cl.source, ts=cl.ts)
+        self.findings.append(f)
+        if kind == "exit-signal":
+            self.last_exit = f
+        self.finding_lines[(src.idx, cl.line_no)] = cl
+        return f
+
+    # ---- the end ---------------------------------------------------------------------------
+    def finish(self) -> ParseResult:
+        self._stragglers()
+        self._oom_at_start()
+        for kind in sorted(self.capped):
+            cap = XID_CAP if kind == "xid" else FINDING_CAP
+            self.warnings.append(f"more than {cap} '{kind}' findings; only the first {cap} are listed")
+        if self.full is not None and self.bytes_read <= FULL_LIMIT:
+            lines: list[LogLine] = list(self.full)
+            truncated = self.full_overflow
+        else:
+            idx = {n: i for i, n in enumerate(self.sources)}
+            merged: dict[tuple[int, int], LogLine] = {}
+            for ln in self.head:
+                merged[(idx[ln.source], ln.line_no)] = ln
+            for ln in self.tail:
+                merged[(idx[ln.source], ln.line_no)] = ln
+            merged.update(self.finding_lines)
+            lines = [merged[k] for k in sorted(merged)]
+            truncated = True
+        return ParseResult(findings=self.findings, lines=lines, first_error=self._first_error(),
+                           sources=list(self.sources), bytes_read=self.bytes_read, lines_read=self.lines_read,
+                           truncated=truncated, warnings=self.warnings)
+
+    def _first_error(self) -> FirstError | None:
+        strong = [e for e in self.events if e.tier in (ROOT, ECHO)]
+        pool = strong or [e for e in self.events if e.tier == WEAK]
+        if not pool:
+            return None
+        if all(e.tkey is not None for e in pool):
+            best = min(pool, key=lambda e: (e.tkey, e.tier, e.order))
+        else:
+            best = min(pool, key=lambda e: e.order)
+        ln = best.line
+        return FirstError(line=ln.text, line_no=ln.line_no, rank=ln.rank, node=ln.node, ts=ln.ts,
+                          source=ln.source)
+
+    def _stragglers(self) -> None:
+        by_seq: dict[int, list[Finding]] = {}
+        for f in self.findings:
+            if f.kind == "nccl-timeout" and "seq" in f.attrs and f.rank is not None:
+                by_seq.setdefault(f.attrs["seq"], []).append(f)
+        known = set(self.ranks_seen)
+        if self.world:
+            known |= set(range(self.world))
+        for seq, fs in sorted(by_seq.items()):
+            reporting = {f.rank for f in fs}
+            if len(reporting) < 2:
+                continue
+            silent = sorted(known - reporting)
+            if not silent:
+                continue
+            first = fs[0]
+            self.findings.append(Finding(
+                kind="rank-straggler", attrs={"ranks": ",".join(map(str, silent)), "seq": seq},
+                line=first.line, line_no=first.line_no, rank=None, node=first.node, source=first.source,
+                ts=first.ts))
+
+    def _oom_at_start(self) -> None:
+        for f in self.findings:
+            if f.kind == "cuda-oom":
+                first = self.first_step.get(f.source)
+                f.attrs["at_start"] = first is None or (f.line_no or 0) <= first
+
+
+def _ci():
+    o = re2.Options()
+    o.case_sensitive = False
+    return o
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------------------------
+def _sniff(name: str, head: bytes) -> None:
+    if b"\x00" in head[:SNIFF]:
+        raise InputError(f"{name}: this looks like a binary file (it contains NUL bytes), not a text log; "
+                         f"pass the job's text output (.log/.out/.err/.txt, or .gz of one) instead")
+    sample = head[:SNIFF]
+    if sample:
+        bad = sample.decode("utf-8", "replace").count("\ufffd")
+        # a multi-byte character cut at the end of the sample is not the file's fault
+        if bad > 16 and bad > len(sample) * 0.3:
+            raise InputError(f"{name}: most of the first {len(sample)} bytes are not text (UTF-8); "
+                             f"pass the job's text log, or decompress/convert it first")
+
+
+class _Peek(io.RawIOBase):
+    """A binary stream with its first bytes already read (for sniffing stdin/gzip)."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            if n < 0:
+                out, self._head = self._head + self._rest.read(), b""
+                return out
+            out, self._head = self._head[:n], self._head[n:]
+            if len(out) < n:
+                out += self._rest.read(n - len(out))
+            return out
+        return self._rest.read(n)
+
+
+def _open_stream(name: str, fh: BinaryIO) -> BinaryIO:
+    head = fh.read(SNIFF)
+    stream: BinaryIO = _Peek(head, fh)  # type: ignore[assignment]
+    if head[:2] == b"\x1f\x8b":
+        gz = gzip.GzipFile(fileobj=stream, mode="rb")
+        try:
+            head = gz.read(SNIFF)
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(f"{name}: looks gzip-compressed but cannot be decompressed ({e}); "
+                             f"check the upload is complete, or pass the uncompressed log") from None
+        stream = _Peek(head, _GzSafe(name, gz))  # type: ignore[assignment]
+    _sniff(name, head)
+    return stream
+
+
+class _GzSafe:
+    def __init__(self, name: str, gz: gzip.GzipFile) -> None:
+        self.name, self.gz = name, gz
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self.gz.read(n)
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(f"{self.name}: the gzip stream is damaged or cut short ({e}); "
+                             f"re-upload the file or pass the uncompressed log") from None
+
+
+def _is_log_name(fn: str) -> bool:
+    base = os.path.basename(fn)
+    if base.startswith("."):
+        return False
+    low = base.lower()
+    return low.endswith(LOG_EXTS) or "." not in base
+
+
+def _expand(paths: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        if p == "-":
+            out.append(p)
+            continue
+        if not os.path.exists(p):
+            raise InputError(f"{p}: no such file or folder; check the path (or pass '-' to read the log "
+                             f"from standard input)")
+        if os.path.isdir(p):
+            found = []
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for fn in sorted(files):
+                    if _is_log_name(fn):
+                        found.append(os.path.join(root, fn))
+            if not found:
+                raise InputError(f"{p}: the folder holds no log files (*.log, *.txt, *.out, *.err, *.gz or "
+                                 f"extensionless text); point at the folder with the job's output")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------------
+def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin: BinaryIO | None = None) -> ParseResult:
+    """Parse log files, folders (recursively), ``-`` (standard input); ``.gz`` transparently."""
+    if isinstance(paths, str):
+        paths = [paths]
+    if not paths:
+        raise InputError("no input given; pass a log file, a folder of logs, or '-' for standard input")
+    files = _expand(paths)
+    sc = _Scanner(keywords)
+    walked = {f for f in files} - set(paths)
+    for f in files:
+        if f == "-":
+            fh = stdin if stdin is not None else sys.stdin.buffer
+            _scan_one(sc, "stdin", fh)
+            continue
+        try:
+            with open(f, "rb") as fh:
+                try:
+                    _scan_one(sc, f, fh)
+                except InputError as e:
+                    if f in walked and ("binary" in str(e) or "not text" in str(e)):
+                        sc.warnings.append(f"{f}: skipped, not a text log")
+                        continue
+                    raise
+        except PermissionError:
+            raise InputError(f"{f}: permission denied; make the file readable or copy it somewhere you "
+                             f"can read") from None
+        except IsADirectoryError:
+            continue
+    if sc.bytes_read == 0 or not sc.lines_read:
+        names = ", ".join(sc.sources) or ", ".join(paths)
+        raise InputError(f"{names}: the input is empty; pass the job's log with its content "
+                         f"(for a running job, wait until it has written output)")
+    return sc.finish()
+
+
+def _scan_one(sc: _Scanner, name: str, fh: BinaryIO) -> None:
+    sc.scan(name, _open_stream(name, fh))
+
+
+def parse_text(text: str, *, source: str = "paste", keywords: Iterable[str] = ()) -> ParseResult:
+    """Parse pasted text (a Slack message, an uploaded snippet)."""
+    if text is None or not text.strip():
+        raise InputError(f"{source}: the pasted text is empty; paste the end of the job's log "
+                         f"(the traceback and the lines before it)")
+    if "\x00" in text[:SNIFF]:
+        raise InputError(f"{source}: the text contains NUL bytes, so it is binary data, not a log; "
+                         f"paste the job's text output instead")
+    sc = _Scanner(keywords)
+    sc.scan(source, io.BytesIO(text.encode("utf-8", "surrogatepass")))
+    return sc.finish()
+
+
+assert set(KINDS) >= {"cuda-oom", "nccl-timeout", "xid", "rank-straggler", "python-exception"}
