@@ -139,9 +139,9 @@ _P_ISO = re.compile(
     r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?:?\s*")
 _P_USDATE = re.compile(r"(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})(?:\s*-)?\s*")
 _P_GLOG_BR = re.compile(
-    r"\[([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)?(?: +\d+)?(?: [\w./-]+:\d+)?\]\s?")
+    r"\[([IWEF])(\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)?(?: +\d+)?(?: [\w./-]+:\d+)?\]\s?")
 _P_GLOG_OLD = re.compile(r"\[([IWEF]) [\w./-]+:\d+\]\s?")
-_P_GLOG = re.compile(r"([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)?\s+\d+\s+[\w./-]+:\d+\]\s?")
+_P_GLOG = re.compile(r"([IWEF])(\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)?\s+\d+\s+[\w./-]+:\d+\]\s?")
 _P_CTIME = re.compile(
     r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) ([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]\s?")
 _P_MONO = re.compile(r"\[\s*\d+\.\d+\]\s?")
@@ -162,8 +162,10 @@ def _unslack(s: str) -> str:
     return s
 
 
-def _iso(y: int, mo: int, d: int, h: int, mi: int, sec: int, frac: str | None, tz: str | None) -> str:
-    out = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{sec:02d}"
+def _iso(y: int | None, mo: int, d: int, h: int, mi: int, sec: int, frac: str | None, tz: str | None) -> str:
+    # without a year (glog, syslog) the ISO 8601 form "--MM-DD" is used
+    out = f"{y:04d}-{mo:02d}-{d:02d}" if y else f"--{mo:02d}-{d:02d}"
+    out += f"T{h:02d}:{mi:02d}:{sec:02d}"
     if frac:
         out += "." + frac[1:]
     if tz:
@@ -268,11 +270,10 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
         if m:
             out.level = m.group(1)
             mo, d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5, 6))
-            y = year_hint or 1970
             yearless = year_hint is None
             frac = m.group(7)
-            out.ts = _iso(y, mo, d, h, mi, sec, frac, None)
-            tkey = _epoch(y, mo, d, h, mi, sec, frac, None)
+            out.ts = _iso(year_hint, mo, d, h, mi, sec, frac, None)
+            tkey = _epoch(year_hint or 1970, mo, d, h, mi, sec, frac, None)
             s = s[m.end():]
             continue
         if c == "[":
@@ -316,10 +317,9 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
             if m and m.group(1).lower() in _MON:
                 mo = _MON[m.group(1).lower()]
                 d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5))
-                y = year_hint or 1970
                 yearless = year_hint is None
-                out.ts = _iso(y, mo, d, h, mi, sec, None, None)
-                tkey = _epoch(y, mo, d, h, mi, sec, None, None)
+                out.ts = _iso(year_hint, mo, d, h, mi, sec, None, None)
+                tkey = _epoch(year_hint or 1970, mo, d, h, mi, sec, None, None)
                 out.node = out.node or m.group(6)
                 s = s[m.end():]
                 continue
@@ -946,7 +946,7 @@ class _Scanner:
         if not raw.strip():
             return
         cl, tkey, yearless = _clean(raw, self.year_hint)
-        if tkey is not None and not yearless and cl.ts and cl.ts[:4].isdigit():
+        if tkey is not None and not yearless and cl.ts and cl.ts[:4].isdigit() and cl.ts[:4] != "1970":
             self.year_hint = int(cl.ts[:4])
         if yearless:
             tkey = None  # a glog/syslog time without a year cannot be set against other files
@@ -998,7 +998,7 @@ class _Scanner:
             if f is not None:
                 best = min(best, _tier(kind, attrs, low))
         if best == NONE and (cl.level in ("E", "F") or _WEAK_WORD.search(t)):
-            best = CHORUS if any(c in low for c in _CHORUS_TEXT) else \
+            best = CHORUS if any(c in low for c in _CHORUS_TEXT) or t.endswith(" FAILED") else \
                 ECHO if any(e in low for e in _ECHO_TEXT) else WEAK
         if best < NONE:
             self.events.append(_Event(best, tkey, (src.idx, cl.line_no), cl))

@@ -9,8 +9,12 @@ How a confidence is made (``--explain`` prints the same story for each cause):
   includes the first error in time 0.25;
 * the weights combine as independent votes: ``1 - prod(1 - w)``; a ``rules_out`` finding
   multiplies the result by 0.35;
-* entries marked ``symptom`` (the "remote process exited" chorus) are halved when a specific
-  cause reached 0.5, so the echo never outranks what it echoes.
+* entries marked ``symptom`` (the "remote process exited" chorus, and wrappers such as NCCL's
+  "unhandled system error" that say "look underneath") are halved when a specific cause reached
+  0.5, so the echo never outranks what it echoes;
+* an entry needs primary evidence: a signature, a phrase, or a finding rule of weight 0.5 or
+  more. Rules of lower weight only support; alone they cap the entry at 0.3, below the bar. The
+  first-error vote counts only when primary evidence sits on the first error line.
 
 Only causes at or above ``CONFIDENT`` are reported; below it the reply says "no confident cause".
 """
@@ -35,6 +39,8 @@ W_SOURCES = 0.2
 W_FIRST_ERROR = 0.25
 RULES_OUT_FACTOR = 0.35
 SYMPTOM_FACTOR = 0.5
+PRIMARY_RULE = 0.5  # a finding rule with at least this weight can make a cause on its own
+SUPPORT_ONLY_CAP = 0.3
 MAX_LINE = 400  # characters of a line that take part in fuzzy matching
 
 _NORMALISE = [
@@ -274,6 +280,7 @@ class Matcher:
         evidence: list[Evidence] = []
         used: list[Finding] = []
         sources: set[str] = set()
+        primary: set[tuple[str, int | None]] = set()  # lines of evidence strong enough alone
 
         if sig_hits:
             hits = sorted(sig_hits.values(), key=lambda h: (h[0].source, h[0].line_no))
@@ -288,6 +295,7 @@ class Matcher:
                 evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
                                          f"signature /{pattern}/"))
                 sources.add(_source_kind(line.source))
+            primary.update((line.source, line.line_no) for line, _ in hits)
         if phrase_hit is not None:
             score, line, phrase = phrase_hit
             w = 0.4 + 0.2 * (score - FUZZY_CUTOFF) / (100 - FUZZY_CUTOFF)
@@ -299,6 +307,7 @@ class Matcher:
                 evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
                                          f"phrase {phrase!r} ({score:.0f})"))
             sources.add(_source_kind(line.source))
+            primary.add((line.source, line.line_no))
 
         penalty = 1.0
         for rule in entry.findings:
@@ -315,6 +324,8 @@ class Matcher:
             w = float(rule.get("weight", 0.5))
             weights.append(w)
             explain.append(f"+{w}: finding {desc} seen {len(matched)}x")
+            if w >= PRIMARY_RULE:
+                primary.update((f.source, f.line_no) for f in matched)
             for f in matched[:3]:
                 used.append(f)
                 sources.add(_source_kind(f.source))
@@ -326,12 +337,15 @@ class Matcher:
         if len(sources) > 1:
             weights.append(W_SOURCES)
             explain.append(f"+{W_SOURCES}: evidence from {len(sources)} sources ({', '.join(sorted(sources))})")
-        if first_error is not None and any(
-                e.line_no == first_error.line_no and e.source == first_error.source for e in evidence):
+        if first_error is not None and (first_error.source, first_error.line_no) in primary:
             weights.append(W_FIRST_ERROR)
             explain.append(f"+{W_FIRST_ERROR}: includes the first error in time (line {first_error.line_no})")
         confidence = 1.0 - math.prod(1.0 - w for w in weights)
         confidence = min(confidence * penalty, 0.99)
+        if not primary:
+            confidence = min(confidence, SUPPORT_ONLY_CAP)
+            explain.append(f"capped at {SUPPORT_ONLY_CAP}: only supporting findings (weight < {PRIMARY_RULE}), "
+                           "no signature, phrase or primary finding")
         return Cause(entry, round(confidence, 3), evidence, explain, used)
 
 

@@ -1,0 +1,405 @@
+"""collectors.trainlog on real captured log lines (tests/fixtures/trainlog, SOURCES.md)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+
+import pytest
+
+from collectors.findings import KINDS
+from collectors.trainlog import InputError, clean_line, parse_paths, parse_text
+
+FIX = os.path.join(os.path.dirname(__file__), "fixtures", "trainlog")
+
+
+def fx(name: str) -> str:
+    with open(os.path.join(FIX, name), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def kinds(result, kind):
+    return [f for f in result.findings if f.kind == kind]
+
+
+# ---- every finding uses a known kind and known attributes ------------------------------------
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(FIX) if n.endswith(".txt")))
+def test_findings_follow_kinds(name):
+    r = parse_text(fx(name), source=name)
+    for f in r.findings:
+        assert f.kind in KINDS, f.kind
+        assert set(f.attrs) <= set(KINDS[f.kind]), (f.kind, f.attrs)
+        assert f.source == name
+        assert f.line_no and f.line_no >= 1
+
+
+# ---- prefixes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("raw, text, rank, node, ts", [
+    # torchrun --tee / TORCHELASTIC prefix with a glog-style c10d prefix behind it
+    ("[rank3]:[W501 12:00:00.123456 ProcessGroupNCCL.cpp:1200] Warning: foo", "Warning: foo", 3, None,
+     "--05-01T12:00:00.123456"),
+    # DeepSpeed launcher, multi-node
+    ("worker-1: [default3]: RuntimeError: boom", "RuntimeError: boom", 3, "worker-1", None),
+    # srun --label
+    ("3: Traceback (most recent call last):", "Traceback (most recent call last):", 3, None, None),
+    # pdsh style host: and host:rank:
+    ("gpu07: NCCL INFO x", "NCCL INFO x", None, "gpu07", None),
+    ("node-1:3: loss went nan", "loss went nan", 3, "node-1", None),
+    # NCCL's own host:pid:tid [dev] prefix
+    ("gpu07:12345:12399 [3] NCCL WARN Call to ibv_reg_mr failed", "NCCL WARN Call to ibv_reg_mr failed",
+     None, "gpu07", None),
+    # Lightning
+    ("[rank: 1] Seed set to 42", "Seed set to 42", 1, None, None),
+    # timestamps
+    ("[2024-05-01 12:00:00,123] [INFO] [launch.py:1] hi", "[launch.py:1] hi", None, None, "2024-05-01T12:00:00.123"),
+    ("2024-04-29T14:55:41,678628+02:00 Out of memory: Killed process 1 (x)", "Out of memory: Killed process 1 (x)",
+     None, None, "2024-04-29T14:55:41.678628+02:00"),
+    ("[Sun Jul 28 09:15:27 2024] NVRM: Xid", "NVRM: Xid", None, None, "2024-07-28T09:15:27"),
+    ("[12345.678901] NVRM: Xid", "NVRM: Xid", None, None, None),
+    ("E0501 12:00:00.123456 1234 file.cc:12] bad thing", "bad thing", None, None, "--05-01T12:00:00.123456"),
+    ("192.168.11.119: kern: warning: [2026-04-22T21:30:51.52643656Z]: NVRM: x", "NVRM: x", None,
+     "192.168.11.119", "2026-04-22T21:30:51.52643656Z"),
+    ("Jul 28 09:15:27 gpu07 kernel: [  12.5] NVRM: x", "NVRM: x", None, "gpu07", "--07-28T09:15:27"),
+    # Slack and ANSI
+    ("\x1b[31mRuntimeError\x1b[0m: a &lt;b&gt; &amp;c", "RuntimeError: a <b> &c", None, None, None),
+    ("```[rank0]: see <https://pytorch.org/docs|pytorch.org/docs>```", "see pytorch.org/docs", 0, None, None),
+    ("(VllmWorker rank=3 pid=4665) ERROR 08-05 x", "ERROR 08-05 x", 3, None, None),
+])
+def test_clean_line(raw, text, rank, node, ts):
+    c = clean_line(raw)
+    assert (c.text, c.rank, c.node, c.ts) == (text, rank, node, ts)
+
+
+@pytest.mark.parametrize("raw", [
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "train.py:45: UserWarning: deprecated",
+])
+def test_clean_line_leaves_messages_alone(raw):
+    c = clean_line(raw)
+    assert c.text == raw.strip() and c.node is None and c.rank is None
+
+
+def test_nccl_prefix_gives_device_and_pid():
+    c = clean_line("gpu07:12345:12399 [3] NCCL WARN x")
+    assert (c.node, c.pid, c.device) == ("gpu07", 12345, 3)
+
+
+# ---- CUDA OOM figures ------------------------------------------------------------------------
+@pytest.mark.parametrize("name, expect", [
+    ("oom-old.txt", {"tried_gib": 1.0, "gpu": 0, "total_gib": 15.9, "allocated_gib": 14.25, "free_gib": 0.9683}),
+    ("oom-old-reserved.txt", {"tried_gib": 1.63, "total_gib": 44.56, "allocated_gib": 27.91, "reserved_gib": 27.93,
+                              "reserved_unallocated_gib": 0.02, "free_gib": 0.5521}),
+    ("oom-new.txt", {"tried_gib": 22.78, "gpu": 0, "total_gib": 31.47, "free_gib": 12.73, "process_gib": 18.73,
+                     "allocated_gib": 9.08, "reserved_unallocated_gib": 9.35, "reserved_gib": 18.43,
+                     "frag_ratio": 0.5073}),
+    ("oom-new-process.txt", {"tried_gib": 0.4844, "total_gib": 14.75, "free_gib": 0.2296, "process_gib": 14.52,
+                             "allocated_gib": 14.06, "reserved_unallocated_gib": 0.3227}),
+])
+def test_cuda_oom_figures(name, expect):
+    r = parse_text(fx(name))
+    (f,) = kinds(r, "cuda-oom")
+    for k, v in expect.items():
+        assert f.attrs[k] == pytest.approx(v, abs=1e-3), k
+    assert f.attrs["at_start"] is True  # no training step logged before
+    assert r.first_error.line_no == f.line_no
+
+
+def test_oom_after_training_steps_is_not_at_start():
+    text = "step 10 | loss 2.31\n" + fx("oom-new.txt")
+    (f,) = kinds(parse_text(text), "cuda-oom")
+    assert f.attrs["at_start"] is False
+
+
+# ---- NCCL ------------------------------------------------------------------------------------
+def test_watchdog_timeouts_torchrun():
+    r = parse_text(fx("watchdog-torchrun.txt"))
+    ts = kinds(r, "nccl-timeout")
+    assert [f.rank for f in ts] == [0, 4, 3]
+    assert ts[0].attrs == {"seq": 7753, "op": "REDUCE_SCATTER_BASE", "numel_in": 544997376,
+                           "timeout_ms": 600000, "elapsed_ms": 600061}
+    assert ts[0].ts == "--12-06T18:44:12.715298746"
+    assert r.first_error.rank == 0
+
+
+def test_watchdog_old_format_and_straggler():
+    r = parse_text(fx("watchdog-old.txt"))
+    ts = kinds(r, "nccl-timeout")
+    assert {f.rank for f in ts} == {1, 2, 3, 6, 7}
+    assert ts[0].attrs["timeout_ms"] == 1800000 and "numel_in" not in ts[0].attrs
+    # ranks 0..7 are visible in the log (rank prefixes), 0, 4 and 5 never reported the timeout
+    text = "".join(f"[rank{i}]: step 100 | loss 2.0\n" for i in range(8)) + fx("watchdog-old.txt")
+    (s,) = kinds(parse_text(text), "rank-straggler")
+    assert s.attrs == {"ranks": "0,4,5", "seq": 469508}
+
+
+def test_no_straggler_when_every_rank_timed_out():
+    assert not kinds(parse_text(fx("watchdog-old.txt")), "rank-straggler")
+
+
+@pytest.mark.parametrize("name, status, vendor, peer", [
+    ("nccl-ib.txt", 12, 129, "10.226.98.98"),
+    ("nccl-ib-status.txt", 12, 129, "172.36.143.59"),
+])
+def test_ib_completion_errors(name, status, vendor, peer):
+    r = parse_text(fx(name))
+    (ib,) = kinds(r, "ib-error")
+    assert (ib.attrs["status"], ib.attrs["vendor_err"], ib.attrs["peer"]) == (status, vendor, peer)
+    assert ib.node in ("PHLRR4036", "hostname-test")
+    assert kinds(r, "nccl-warn")
+    assert r.first_error.line_no == ib.line_no  # the chorus after it is not the first error
+
+
+def test_nccl_error_reason_and_version():
+    r = parse_text(fx("nccl-ib.txt"))
+    (e,) = kinds(r, "nccl-error")
+    assert e.attrs["reason"] == "unhandled-system-error"
+    assert {"component": "nccl", "value": "2.14.3"} in [v.attrs for v in kinds(r, "version")]
+    # world size from "nranks 16": 16 ranks known
+    assert kinds(r, "nccl-timeout") == []
+
+
+def test_nccl_version_banner():
+    r = parse_text(fx("nccl-version.txt"))
+    assert [v.attrs for v in kinds(r, "version")] == [{"component": "nccl", "value": "2.19.3+cuda12.3"}]
+    assert r.first_error is None  # "No device found" is INFO chatter, not an error
+
+
+# ---- signals and torchrun's summary ----------------------------------------------------------
+def test_childfailed_summary():
+    r = parse_text(fx("childfailed-9.txt"))
+    (x,) = kinds(r, "exit-signal")
+    assert x.attrs["exitcode"] == -9 and x.attrs["signal"] == "SIGKILL" and x.attrs["pid"] == 14750
+    assert x.attrs["host"].startswith("mlxlab115") and x.attrs["local_rank"] == 0
+    assert x.rank == 0
+    assert [p.attrs["type"] for p in kinds(r, "python-exception")] == ["ChildFailedError"]
+    assert r.first_error is None  # the summary is chorus; the cause is elsewhere (dmesg)
+
+
+def test_agent_exitcode_is_chorus():
+    r = parse_text(fx("agent-exit-9.txt"))
+    (x,) = kinds(r, "exit-signal")
+    assert x.attrs == {"exitcode": -9, "signal": "SIGKILL", "local_rank": 3, "pid": 812917}
+    assert r.first_error is None
+
+
+# ---- kernel log pasted in --------------------------------------------------------------------
+@pytest.mark.parametrize("name, codes", [
+    ("kernel-01.txt", [43, 43, 31, 94]),
+    ("kernel-03.txt", [31, 62, 45, 45, 45, 45, 45, 45, 45]),
+    ("kernel-06.txt", [13, 13, 13, 109]),
+    ("kernel-10.txt", [45] * 7),
+    ("kernel-11.txt", [79]),
+    ("kernel-12.txt", [154]),
+    ("kernel-14.txt", [63]),
+])
+def test_every_xid_line_is_a_finding(name, codes):
+    r = parse_text(fx(name))
+    assert [f.attrs["code"] for f in kinds(r, "xid")] == codes
+
+
+def test_xid_attrs():
+    r = parse_text(fx("kernel-01.txt"))
+    x = kinds(r, "xid")
+    assert x[0].attrs == {"code": 43, "pci": "0000:00:05", "pid": 1045242, "process": "pt_main_thread"}
+    assert x[3].attrs["pid"] is None and x[3].attrs["process"] is None
+    assert x[0].ts == "2024-07-31T23:14:18"
+    assert [v.attrs for v in kinds(r, "version")] == [{"component": "driver", "value": "535.183.01"}]
+    assert r.first_error.line_no == x[0].line_no
+
+
+def test_fallen_off_bus():
+    r = parse_text(fx("kernel-11.txt"))
+    lost = kinds(r, "gpu-lost")
+    assert lost and lost[0].attrs["pci"] == "0000:06:00"
+
+
+def test_talos_host_prefix():
+    (x,) = kinds(parse_text(fx("kernel-12.txt")), "xid")
+    assert x.node == "192.168.11.119" and x.ts.startswith("2026-04-22T21:30:51")
+
+
+def test_row_remap_is_ecc():
+    (e,) = kinds(parse_text(fx("kernel-14.txt")), "ecc-error")
+    assert e.attrs["type"] == "row-remap"
+
+
+@pytest.mark.parametrize("name, pid, proc, rss", [
+    ("kernel-04.txt", 1440763, "perl", 60356340),
+    ("kernel-13.txt", 698405, "python", 12918388),
+])
+def test_oom_killer(name, pid, proc, rss):
+    (k,) = kinds(parse_text(fx(name)), "oom-killer")
+    assert k.attrs == {"pid": pid, "process": proc, "anon_rss_kb": rss}
+
+
+# ---- shared memory, disk, scheduler, rendezvous ----------------------------------------------
+@pytest.mark.parametrize("name, kind", [
+    ("dataloader-bus.txt", "shm-bus-error"),
+    ("mmf-bus.txt", "shm-bus-error"),
+    ("deepspeed-shm.txt", "shm-error"),
+    ("nospace.txt", "shm-error"),
+])
+def test_shared_memory(name, kind):
+    r = parse_text(fx(name))
+    assert kinds(r, kind)
+    assert not kinds(r, "disk-full")
+
+
+def test_deepspeed_shm_ranks():
+    r = parse_text(fx("deepspeed-shm.txt"))
+    e = kinds(r, "nccl-error")[0]
+    assert e.rank == 2 and e.attrs["reason"] == "unhandled-system-error"
+    assert {"component": "nccl", "value": "2.20.5"} in [v.attrs for v in kinds(r, "version")]
+    assert r.first_error.rank == 2
+
+
+@pytest.mark.parametrize("name, job", [("slurm-timelimit.txt", "32233190"), ("slurm-canu.txt", "3884617")])
+def test_slurm_time_limit(name, job):
+    r = parse_text(fx(name))
+    (s,) = kinds(r, "slurm-event")
+    assert s.attrs["event"] == "time-limit" and s.attrs["job"] == job
+    assert r.first_error.line_no == s.line_no
+
+
+def test_srun_task_lines_are_signals():
+    r = parse_text(fx("slurm-timelimit.txt"))
+    ex = kinds(r, "exit-signal")
+    assert [(e.attrs.get("host"), e.attrs.get("signal")) for e in ex] == [
+        ("nid01934", "SIGTERM"), ("nid01935", "SIGTERM")]
+
+
+def test_rendezvous_and_chained_exceptions():
+    r = parse_text(fx("rdzv.txt"))
+    (rz,) = kinds(r, "rendezvous-error")
+    assert rz.attrs["reason"] in ("timeout", "connect-failed")
+    (p,) = kinds(r, "python-exception")
+    assert p.attrs["type"] == "DistNetworkError"
+
+
+def test_python_exception_after_traceback():
+    r = parse_text(fx("dataloader-bus.txt"))
+    (p,) = kinds(r, "python-exception")
+    assert p.attrs["type"] == "RuntimeError" and p.attrs["message"].startswith("DataLoader worker (pid 56811)")
+
+
+@pytest.mark.parametrize("line, kind, attrs", [
+    ("OSError: [Errno 28] No space left on device: '/ckpt/step_1000/model.pt'", "disk-full",
+     {"errno": 28, "path": "/ckpt/step_1000/model.pt"}),
+    ("OSError: [Errno 122] Disk quota exceeded", "disk-full", {"errno": 122}),
+    ("[1234.5] nfs: server filer01 not responding, still trying", "nfs-stall", {"server": "filer01"}),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-error",
+     {"error": "illegal-memory-access"}),
+    ("RuntimeError: CUDA error: device-side assert triggered", "cuda-error", {"error": "device-side-assert"}),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "cuda-error",
+     {"error": "no-kernel-image"}),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:83] err == 0. DefaultCPUAllocator: not enough memory: "
+     "you tried to allocate 2147483648 bytes.", "host-oom", {}),
+    ("NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2", "version",
+     {"component": "driver", "value": "535.104.05"}),
+    ("PyTorch version: 2.1.0+cu121", "version", {"component": "pytorch", "value": "2.1.0+cu121"}),
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4567.0. Some of your processes may have been "
+     "killed by the cgroup out-of-memory handler.", "slurm-event", {"event": "oom", "job": "4567"}),
+])
+def test_single_lines(line, kind, attrs):
+    found = kinds(parse_text(line), kind)
+    assert found, kind
+    for k, v in attrs.items():
+        assert found[0].attrs[k] == v
+
+
+# ---- first error -----------------------------------------------------------------------------
+def test_first_error_by_timestamp_across_files(tmp_path):
+    a = tmp_path / "rank0.log"
+    b = tmp_path / "rank5.log"
+    a.write_text("[rank0]:[2024-05-01 12:10:00,000] INFO step 900\n" + fx("watchdog-torchrun.txt").splitlines()[0]
+                 .replace("[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607]", "[2024-05-01 12:10:05,000]") + "\n")
+    b.write_text("[rank5]:[2024-05-01 12:00:01,000] " + fx("oom-new.txt").splitlines()[0] + "\n")
+    r = parse_paths([str(a), str(b)])
+    assert r.first_error.rank == 5 and r.first_error.source == str(b)
+    assert r.sources == [str(a), str(b)]
+
+
+def test_no_match():
+    r = parse_text("epoch 1 step 10 loss 2.0\nepoch 1 step 20 loss 1.9\n")
+    assert r.findings == [] and r.first_error is None
+    assert [ln.text for ln in r.lines] == ["epoch 1 step 10 loss 2.0", "epoch 1 step 20 loss 1.9"]
+    assert r.lines_read == 2 and not r.truncated
+
+
+# ---- inputs ----------------------------------------------------------------------------------
+def test_folder_gz_and_stdin(tmp_path):
+    d = tmp_path / "logs"
+    (d / "sub").mkdir(parents=True)
+    with gzip.open(d / "sub" / "node1.log.gz", "wt") as fh:
+        fh.write(fx("kernel-11.txt"))
+    (d / "slurm-123.out").write_text(fx("slurm-canu.txt"))
+    (d / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    r = parse_paths([str(d), "-"], stdin=io.BytesIO(fx("oom-new.txt").encode()))
+    assert len(r.sources) == 3 and r.sources[-1] == "stdin"
+    got = {f.kind for f in r.findings}
+    assert {"xid", "slurm-event", "cuda-oom"} <= got
+
+
+@pytest.mark.parametrize("setup, needle", [
+    (lambda p: str(p / "missing.log"), "no such file"),
+    (lambda p: (p / "empty").mkdir() or str(p / "empty"), "no log files"),
+    (lambda p: (p / "a.log").write_bytes(b"\x7fELF\x02\x01\x00\x00" * 100) and str(p / "a.log"), "binary"),
+    (lambda p: (p / "b.log").write_bytes(b"") or str(p / "b.log"), "empty"),
+    (lambda p: (p / "c.log").write_bytes(bytes(range(128, 256)) * 64) and str(p / "c.log"), "not text"),
+    (lambda p: (p / "d.log.gz").write_bytes(b"\x1f\x8b\x08\x00garbage-garbage") and str(p / "d.log.gz"), "gzip"),
+])
+def test_bad_input(tmp_path, setup, needle):
+    with pytest.raises(InputError) as e:
+        parse_paths([setup(tmp_path)])
+    assert needle in str(e.value)
+
+
+def test_empty_paste():
+    with pytest.raises(InputError, match="empty"):
+        parse_text("  \n\n")
+
+
+def test_invalid_utf8_is_a_warning(tmp_path):
+    p = tmp_path / "job.log"
+    p.write_bytes(b"step 1 ok\n\xff\xfe bad bytes here\n" + fx("oom-new.txt").encode())
+    r = parse_paths([str(p)])
+    assert any("1 lines were not valid UTF-8" in w for w in r.warnings)
+    assert kinds(r, "cuda-oom")
+
+
+# ---- redaction and bounds --------------------------------------------------------------------
+def test_secrets_are_redacted_in_lines_and_findings():
+    text = ("export WANDB_API_KEY=0123456789abcdef0123456789abcdef\n"
+            "HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345 python train.py\n"
+            "RuntimeError: upload failed for https://bot:xoxb-1111-2222-abcdefghijkl@hooks.example/x\n"
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n")
+    r = parse_text(text)
+    blob = "\n".join(ln.text for ln in r.lines) + "\n".join(f.line for f in r.findings)
+    for secret in ("0123456789abcdef", "hf_AbCd", "xoxb-1111", "b3BlbnNzaC1rZXktdjEAAAAA"):
+        assert secret not in blob
+    assert "[REDACTED]" in blob
+
+
+def test_large_input_keeps_candidates_only(tmp_path):
+    p = tmp_path / "big.log"
+    chatter = "".join(f"[rank{i % 8}]: step {i} | loss 2.{i % 97:02d} | lr 3e-4\n" for i in range(60_000))
+    p.write_text(chatter + fx("oom-new.txt") + chatter)
+    assert p.stat().st_size > 4 * 1024 * 1024
+    r = parse_paths([str(p)])
+    assert r.truncated
+    assert kinds(r, "cuda-oom")[0].line_no == 60_001
+    assert any(ln.line_no == 60_001 for ln in r.lines)
+    assert len(r.lines) < 100
+    assert r.lines_read == 120_003
+
+
+def test_keywords_make_candidate_lines(tmp_path):
+    p = tmp_path / "big.log"
+    chatter = "".join(f"step {i} | loss 2.0\n" for i in range(300_000))
+    p.write_text(chatter + "custom sentinel phrase here\n")
+    r = parse_paths([str(p)], keywords=["sentinel phrase"])
+    assert r.lines[-1].text == "custom sentinel phrase here"
+    r2 = parse_paths([str(p)])
+    assert all("sentinel" not in ln.text for ln in r2.lines)
