@@ -548,11 +548,18 @@ def _r_cuda_error(t: str, low: str) -> list:
     return [("cuda-error", {"error": err, "text": t})]
 
 
+_SHM_HINTS = ("shared memory", "/dev/shm", "</torch_", "shm_open", "shm.h:", "shmutils", "posix_fallocate")
+
+
+def _shm_context(low: str) -> bool:
+    """The line is about POSIX shared memory (/dev/shm, NCCL's shm transport, torch's shm files)."""
+    return any(h in low for h in _SHM_HINTS)
+
+
 def _r_shm(t: str, low: str) -> list:
     if "bus error" in low and ("dataloader" in low or "shared memory" in low or "shm" in low):
         return [("shm-bus-error", {"text": t})]
-    if ("shared memory" in low or "/dev/shm" in low or "</torch_" in low or "shm_open" in low) and \
-            any(w in low for w in ("error", "unable", "no space", "failed", "cannot")):
+    if _shm_context(low) and any(w in low for w in ("error", "unable", "no space", "failed", "cannot")):
         return [("shm-error", {"text": t})]
     return []
 
@@ -564,7 +571,7 @@ _PATH_BEFORE = re.compile(r"(/[\w./@+-]+)['\"]?:? No space left")
 def _r_disk(t: str, low: str) -> list:
     out = []
     if "no space left on device" in low or "disk quota exceeded" in low or "errno 28" in low:
-        if not ("/dev/shm" in low or "</torch_" in low or "shared memory" in low):
+        if not _shm_context(low):
             a: dict = {"errno": 122 if "quota" in low else 28}
             m = _NOSPACE_PATH.search(t) or _PATH_BEFORE.search(t)
             if m:
@@ -664,7 +671,9 @@ _SUM_HOST = re.compile(r"^host\s*: (\S+)")
 _SUM_RANK = re.compile(r"^rank\s*: (\d+) \(local_rank: (\d+)\)")
 _SUM_TB = re.compile(r"^traceback\s*: Signal (\d+) \((SIG\w+)\) received by PID (\d+)", re.I)
 _SIG_RECV = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)", re.I)
-_RET_CODE = re.compile(r"(?:exits? with return code|return code) ?= ?(-?\d+)")
+_RET_CODE = re.compile(r"(?:exits? with return code|return code|error code|exit code|returncode)\s?[=:]?\s?(-?\d+)",
+                       re.IGNORECASE)
+_KILLED_BY = re.compile(r"killed by signal: (Killed|Bus error|Segmentation fault|Aborted|Terminated)", re.IGNORECASE)
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (Killed|Bus error|Segmentation fault|Aborted|"
                         r"Terminated|Exited with exit code \d+)")
 _SHELL_SIG = re.compile(r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?$")
@@ -691,6 +700,9 @@ def _r_exit(t: str, low: str) -> list:
     m = _RET_CODE.search(t)
     if m and int(m.group(1)) != 0:
         return [("exit-signal", _sig_attrs(int(m.group(1))))]
+    m = _KILLED_BY.search(t)
+    if m:
+        return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1).lower()]})]
     m = _SRUN_TASK.search(t)
     if m:
         what = m.group(3).lower()
