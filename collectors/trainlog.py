@@ -428,7 +428,14 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\
 _PG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 
 
+_TIMEOUT_AT = re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
+                         r"last completed NCCL work: (-?\d+)")
+
+
 def _r_watchdog(t: str, low: str) -> list:
+    if "timeout at nccl work" in low:
+        m = _TIMEOUT_AT.search(t)
+        return [("nccl-timeout", {"seq": int(m.group(1))} if m else {})]
     if "watchdog caught" not in low:
         return []
     m = _WATCHDOG.search(t)
