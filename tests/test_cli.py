@@ -207,3 +207,33 @@ def test_kb_commands(data_dir):
     assert_clean_failure(run_cli(["kb", "list", "--category", "nope"], data_dir), 1, "categories:")
     proc = run_cli(["kb", "search", "watchdog"], data_dir)
     assert proc.returncode == 0 and b"communication" in proc.stdout
+
+
+def test_two_gigabyte_log_streams_in_bounded_memory(tmp_path, data_dir):
+    """A 2 GB log (NCCL INFO chatter, one buried XID) is scanned whole without being loaded."""
+    import resource
+
+    chatter = "".join(
+        f"gpu{r % 8:02d}:{4000 + r}:{4100 + r} [{r % 8}] NCCL INFO Channel {r % 32:02d}/0 : {r} -> {r + 1} via P2P/IPC\n"
+        f"[rank{r}]: step 41{r:03d} loss 2.{r:03d} lr 3.0e-4\n" for r in range(64)).encode()
+    block = chatter * (1024 * 1024 // len(chatter) + 1)
+    buried = b"[Tue Nov 24 03:12:09 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=48213, name=python, GPU has fallen off the bus.\n"
+    big = tmp_path / "big.log"
+    size = 0
+    with open(big, "wb") as fh:
+        while size < 2 * 1024 ** 3:
+            fh.write(block)
+            size += len(block)
+            if size >= int(1.4 * 1024 ** 3) and buried:
+                fh.write(buried)
+                buried = b""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = run_cli(["diagnose", str(big), "--format", "json"], data_dir)
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    big.unlink()
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["stats"]["bytes"] >= 2 * 1024 ** 3
+    assert any(f["kind"] == "xid" and f["attrs"]["code"] == 79 for f in doc["findings"])
+    assert doc["causes"][0]["id"].startswith("xid-79")
+    assert before < 300 * 1024 and peak_mb < 300, f"peak RSS {peak_mb:.0f} MB"
