@@ -39,6 +39,25 @@ REQUIRED = ("id", "category", "title", "cause", "next_commands", "fix", "support
 OPTIONAL = ("signatures", "phrases", "findings", "symptom")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 URL_RE = re.compile(r"^https?://\S+$")
+# YAML's folded scalars join lines with a space; between two CJK characters (or after CJK
+# punctuation) that space is an artefact of the line break, not part of the text.
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+_ZH_FOLD = re.compile(rf"(?<=[{_CJK}]) (?=[{_CJK}])|(?<=[、，。：；！？）」』]) ")
+
+
+def tidy_zh(text: str) -> str:
+    return _ZH_FOLD.sub("", text)
+
+
+def _tidy(data: Any) -> Any:
+    """Apply :func:`tidy_zh` to every ``zh`` text in an entry."""
+    if isinstance(data, dict):
+        return {k: (tidy_zh(v) if k == "zh" and isinstance(v, str) else
+                    [tidy_zh(x) for x in v] if k == "zh" and isinstance(v, list) else _tidy(v))
+                for k, v in data.items()}
+    if isinstance(data, list):
+        return [_tidy(x) for x in data]
+    return data
 
 
 def entries_dir() -> Path:
@@ -263,6 +282,8 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
 
     if errors:
         return None, errors
+    data = _tidy(data)
+    cmds, fix, sup = data["next_commands"], data["fix"], data["support"]
     entry = Entry(
         id=eid, category=data["category"], title=data["title"], cause=data["cause"],
         next_commands=cmds, fix=fix, support={"drivers": [], **sup}, references=refs,

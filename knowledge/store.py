@@ -57,6 +57,17 @@ def open_db(directory: Path) -> sqlite_utils.Database:
     return sqlite_utils.Database(conn)
 
 
+def _code_fingerprint() -> str:
+    """Entries are stored as the loader shaped them: a new loader or store means a rebuild."""
+    import hashlib
+
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("loader.py", "store.py"):
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _fts_row(entry: Entry) -> dict:
     return {
         "id": entry.id,
@@ -82,7 +93,7 @@ class Store:
 
     def ensure(self) -> None:
         """Build or rebuild the curated entries when their files changed."""
-        current = fingerprint(self.entries_path)
+        current = f"{SCHEMA_VERSION}:{_code_fingerprint()}:{fingerprint(self.entries_path)}"
         if self._meta("fingerprint") == current and self.db["entries"].exists():
             return
         entries, errors = load_dir(self.entries_path)
