@@ -83,7 +83,27 @@ KINDS: dict[str, dict[str, str]] = {
     "nvlink-error": {"text": "the line"},
     "pcie-error": {"text": "AER or link line", "severity": "corrected or uncorrected"},
     "thermal": {"text": "the line"},
-    # --- node collectors (filled in by collectors/*) ---
+    # --- node collectors (collectors/node/*): facts as well as problems, so that nodes can be compared ---
+    "gpu": {
+        "index": "GPU index", "name": "product name", "bus_id": "PCI bus id", "uuid": "GPU UUID",
+        "serial": "board serial", "memory_used_mib": "memory in use, MiB", "memory_total_mib": "memory, MiB",
+        "utilization_pct": "GPU utilisation", "temperature_c": "temperature", "power_w": "power draw",
+        "ecc_uncorrected": "volatile uncorrected ECC count", "ecc_corrected": "volatile corrected ECC count",
+        "processes": "number of compute processes on it",
+    },
+    "gpu-throttle": {"gpu": "GPU index", "reasons": "comma-separated active throttle reasons"},
+    "pcie-link": {"gpu": "GPU index", "width": "current width", "max_width": "max width", "gen": "current gen",
+                  "max_gen": "max gen", "degraded": "true when below max under load"},
+    "retired-pages": {"gpu": "GPU index", "sbe": "single-bit retired", "dbe": "double-bit retired",
+                      "pending": "retirement pending"},
+    "net-link": {"interface": "interface name", "state": "UP/DOWN/UNKNOWN", "mtu": "MTU", "kind": "ether/infiniband"},
+    "nic-counter": {"device": "interface or HCA:port", "counter": "counter name", "value": "its value"},
+    "memlock": {"limit_kb": "RLIMIT_MEMLOCK in kB (-1 = unlimited)"},
+    "host-memory": {"total_mib": "RAM", "used_mib": "used", "available_mib": "available",
+                    "available_pct": "available / total", "swap_total_mib": "swap", "swap_used_mib": "swap used"},
+    "disk-io": {"device": "block device", "util_pct": "%util", "await_ms": "r/w await, ms"},
+    "dataloader-workers": {"count": "worker processes", "trainers": "training processes", "per_rank": "workers per rank"},
+
     "shm-usage": {"size_bytes": "size of /dev/shm", "used_pct": "percent used", "docker_default": "64 MB"},
     "disk-usage": {"mount": "mount point", "used_pct": "percent used", "inodes": "true for df -i"},
     "ib-port": {"device": "mlx5_0", "port": "port number", "state": "Active/Down/Polling/...", "rate": "Gb/s"},
