@@ -18,8 +18,30 @@ EPILOG = """examples:
   kubectl logs trainer-0 | gpu-triage diagnose -
   gpu-triage diagnose job.log --format json   DESIGN.md's JSON
   gpu-triage diagnose job.log --lang zh       中文输出
+  gpu-triage diagnose --job 123               resolve with Slurm, collect from the nodes, diagnose
+  gpu-triage diagnose --nodes 'gpu[01-08]'    explicit nodes
+  gpu-triage collect --job 123 -o incident-123.tar.gz
+  gpu-triage collect --local -o node.tar.gz   on a node the bot cannot reach
+  gpu-triage diagnose --bundle incident-123.tar.gz
   gpu-triage kb search watchdog timeout
 """
+
+
+def _add_collection_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("collecting from nodes")
+    g.add_argument("--job", help="Slurm job ID (123 or job-123), or a name in --inventory")
+    g.add_argument("--nodes", help="nodes in hostlist syntax, e.g. 'gpu[01-04,07],gpu-b[1-2]'")
+    g.add_argument("--inventory", default=os.environ.get("GPU_TRIAGE_INVENTORY"),
+                   help="YAML inventory: job or cluster name -> nodes and SSH settings")
+    g.add_argument("--ssh-config", default=os.environ.get("GPU_TRIAGE_SSH_CONFIG"),
+                   help="OpenSSH client config to use (default ~/.ssh/config)")
+    g.add_argument("--login-node", default=os.environ.get("GPU_TRIAGE_LOGIN_NODE"),
+                   help="run scontrol/sacct/srun on this SSH host instead of locally")
+    g.add_argument("--concurrency", type=int, default=32, help="nodes collected at once (default 32)")
+    g.add_argument("--srun-above", type=int, default=128,
+                   help="above this many nodes, collect through one srun step in the job (default 128)")
+    g.add_argument("--only", help="comma-separated collectors to run (default: all)")
+    g.add_argument("--connect-timeout", type=float, default=10.0, help="SSH connect timeout, seconds")
 
 
 class Failure(Exception):
@@ -39,7 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diagnose", help="diagnose training logs (files, folders, or - for stdin)",
                        description="Diagnose training logs: files, folders of per-rank logs (searched recursively), "
                                    ".gz files, or - for standard input.")
-    d.add_argument("paths", nargs="+", metavar="LOG", help="log file, folder, or - for stdin")
+    d.add_argument("paths", nargs="*", metavar="LOG", help="log file, folder, or - for stdin")
+    d.add_argument("--bundle", help="replay a bundle (folder or .tar.gz) written by gpu-triage collect")
+    d.add_argument("--save-bundle", metavar="PATH", help="where to keep the collection (folder or .tar.gz)")
+    _add_collection_flags(d)
     d.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="text (terminal, default), json (DESIGN.md's schema) or markdown (for a ticket)")
     d.add_argument("--lang", choices=("en", "zh"), default=os.environ.get("GPU_TRIAGE_LANG", "en"),
@@ -49,6 +74,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="YAML rate card for support estimates (see deploy/rate-card.example.yaml)")
     d.add_argument("--region", help="region in the rate card (e.g. beijing, shanghai, shenzhen)")
     d.add_argument("--gpus", type=int, help="GPU count of the job, when the log does not tell")
+
+    c = sub.add_parser("collect", help="collect evidence from a job's nodes into a bundle",
+                       description="Run the read-only collectors on the job's nodes (or this node with --local) "
+                                   "and save a bundle that `diagnose --bundle` replays.")
+    c.add_argument("-o", "--output", required=True, help="bundle path: a new folder, or a .tar.gz file")
+    c.add_argument("--local", action="store_true", help="collect on this machine, no SSH")
+    c.add_argument("logs", nargs="*", metavar="LOG", help="training logs to include in the bundle")
+    _add_collection_flags(c)
 
     kb = sub.add_parser("kb", help="inspect and validate the knowledge base")
     kbsub = kb.add_subparsers(dest="kb_command", metavar="KB_COMMAND")
@@ -78,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "diagnose":
             return cmd_diagnose(args)
+        if args.command == "collect":
+            return cmd_collect(args)
         return cmd_kb(args)
     except Failure as exc:
         print(f"gpu-triage: {exc}", file=sys.stderr)
@@ -94,12 +129,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _known_errors():
+    from collectors.bundle import BundleError
+    from collectors.remote import SSHError
+    from collectors.resolve import ResolveError
     from collectors.trainlog import InputError
     from knowledge.loader import EntryError
     from knowledge.store import KnowledgeInvalid, StoreError
     from knowledge.support import RateCardError
 
-    return (InputError, KnowledgeInvalid, StoreError, RateCardError, EntryError)
+    return (InputError, KnowledgeInvalid, StoreError, RateCardError, EntryError, ResolveError, BundleError,
+            SSHError, FileNotFoundError)
 
 
 def _engine(args, **kw):
@@ -111,16 +150,79 @@ def _engine(args, **kw):
         raise Failure(str(exc)) from exc
 
 
+def _misuse(message: str) -> int:
+    print(f"gpu-triage: {message}", file=sys.stderr)
+    return 2
+
+
+def _collect(args, logs: Sequence[str] = ()):
+    """Resolve and collect; return (plan, node results)."""
+    from bot import investigate as inv
+    from collectors.remote import SSHSettings
+
+    settings = SSHSettings(args.ssh_config, connect_timeout=args.connect_timeout)
+    cols = inv.select_collectors(args.only)
+    if getattr(args, "local", False):
+        p = inv.Plan(job=None, nodes=[])
+        results = inv.local_collection(cols)
+        p.nodes = list(results)
+    else:
+        p = inv.plan(job=args.job, nodes=args.nodes, inventory=args.inventory, settings=settings,
+                     login=args.login_node)
+        what = f"job {p.job}" if p.job else "the nodes"
+        print(f"gpu-triage: collecting from {len(p.nodes)} node(s) of {what}: {', '.join(p.nodes[:8])}"
+              f"{' ...' if len(p.nodes) > 8 else ''}", file=sys.stderr)
+        results = inv.run_collection(p, cols, settings=settings, concurrency=args.concurrency,
+                                     srun_above=args.srun_above, login=args.login_node,
+                                     progress=inv.stderr_progress())
+    for note in p.notes:
+        print(f"gpu-triage: {note}", file=sys.stderr)
+    from pathlib import Path
+
+    for log in logs:
+        if log != "-":
+            p.logs[Path(log).name] = Path(log)
+    return p, results
+
+
 def cmd_diagnose(args) -> int:
     if args.gpus is not None and args.gpus <= 0:
-        print("gpu-triage: --gpus must be a positive number", file=sys.stderr)
-        return 2
+        return _misuse("--gpus must be a positive number")
     if args.paths.count("-") > 1:
-        print("gpu-triage: '-' (standard input) can be given once", file=sys.stderr)
-        return 2
+        return _misuse("'-' (standard input) can be given once")
+    collecting = bool(args.job or args.nodes)
+    if args.bundle and collecting:
+        return _misuse("--bundle replays a saved collection; it cannot be combined with --job or --nodes")
+    if not (args.paths or args.bundle or collecting):
+        return _misuse("give a log (file, folder or -), --bundle PATH, --job ID or --nodes LIST")
+    if args.concurrency < 1:
+        return _misuse("--concurrency must be at least 1")
     engine = _engine(args, rate_card=args.rate_card, region=args.region, gpus=args.gpus)
     try:
-        diagnosis = engine.diagnose_paths(args.paths, stdin=sys.stdin.buffer if "-" in args.paths else None)
+        if collecting or args.bundle:
+            from collectors.bundle import read_bundle
+
+            path = args.bundle
+            if collecting:
+                plan, results = _collect(args, args.paths)
+                if args.save_bundle:
+                    path = args.save_bundle
+                else:  # kept with the knowledge database, so every answer can be replayed later
+                    from datetime import datetime
+
+                    from knowledge.store import data_dir
+
+                    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+                    path = str(data_dir(args.data_dir) / "bundles" / f"incident-{plan.job or 'nodes'}-{stamp}.tar.gz")
+                from bot.investigate import save
+
+                save(plan, results, path)
+                print(f"gpu-triage: bundle saved to {path}", file=sys.stderr)
+            with read_bundle(path) as bundle:
+                extra = [p for p in args.paths if p != "-"] if args.bundle else []
+                diagnosis = engine.diagnose_bundle(bundle, extra_logs=extra)
+        else:
+            diagnosis = engine.diagnose_paths(args.paths, stdin=sys.stdin.buffer if "-" in args.paths else None)
         from bot.render import as_dict
 
         doc = as_dict(diagnosis, lang=args.lang, explain=args.explain)
@@ -140,6 +242,26 @@ def cmd_diagnose(args) -> int:
         render(doc)
     for warning in diagnosis.warnings if args.format != "text" else ():
         print(f"gpu-triage: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_collect(args) -> int:
+    if not (args.local or args.job or args.nodes):
+        return _misuse("collect needs --job ID, --nodes LIST or --local")
+    if args.local and (args.job or args.nodes):
+        return _misuse("--local collects on this machine; drop --job/--nodes")
+    try:
+        plan, results = _collect(args, args.logs)
+        from bot.investigate import save
+
+        path = save(plan, results, args.output)
+    except _known_errors() as exc:
+        raise Failure(str(exc)) from exc
+    bad = [r for r in results.values() if r.status != "ok"]
+    print(f"gpu-triage: bundle saved to {path} ({len(results)} node(s), {len(bad)} not fully checked)",
+          file=sys.stderr)
+    for r in bad:
+        print(f"  {r.node}: {r.status}: {r.detail}", file=sys.stderr)
     return 0
 
 

@@ -10,13 +10,59 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Sequence
 
 from collectors import trainlog
 from collectors.findings import Finding, FirstError
 from knowledge.match import CONFIDENT, Cause, Matcher
 from knowledge.store import Store
 from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
+
+if TYPE_CHECKING:
+    from collectors.bundle import Bundle
+
+
+def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
+    """Run each collector's parser over its output in the bundle; compare the nodes.
+
+    Returns the findings (node set on each) and notes for the reply: collectors that could not
+    run, and lines a parser could not read. A node that was not reached contributes no findings
+    and is reported through ``nodes`` — never as healthy.
+    """
+    from collectors.compare import compare
+    from collectors.registry import collectors
+
+    registry = collectors()
+    per_node: dict[str, list[Finding]] = {}
+    notes: list[str] = []
+    for node in bundle.nodes.values():
+        found: list[Finding] = []
+        for name, text in node.outputs.items():
+            col = registry.get(name)
+            meta = node.meta.get(name, {})
+            if meta.get("exit") == 127:
+                notes.append(f"{node.node}: {name} not checked (command not found on the node)")
+                continue
+            if meta.get("timed_out"):
+                notes.append(f"{node.node}: {name} not checked (timed out)")
+            if col is None:
+                notes.append(f"{node.node}: no parser for {name}; kept in the bundle")
+                continue
+            try:
+                parsed, unparsed = col.parse(text)
+            except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the other nodes
+                notes.append(f"{node.node}: the {name} parser failed ({exc.__class__.__name__}); output kept")
+                continue
+            for f in parsed:
+                f.node = node.node
+                f.source = name
+            found.extend(parsed)
+            if unparsed and len(unparsed) > 0 and name != "kernel-log":
+                notes.append(f"{node.node}: {name}: {len(unparsed)} line(s) not understood")
+        per_node[node.node] = found
+    findings = [f for fs in per_node.values() for f in fs]
+    findings.extend(compare({n: fs for n, fs in per_node.items() if fs}))
+    return findings, notes
 
 
 @dataclass
@@ -32,6 +78,7 @@ class Diagnosis:
     bytes_read: int = 0
     seconds: float = 0.0
     support: dict[str, dict[str, Any]] = field(default_factory=dict)  # cause id -> support block
+    job: str | None = None
 
     @property
     def confident(self) -> bool:
@@ -59,6 +106,23 @@ class Engine:
         started = time.perf_counter()
         parsed = trainlog.parse_text(text, source=source, keywords=self.keywords)
         return self.diagnose_parsed(parsed, started)
+
+    def diagnose_bundle(self, bundle: "Bundle", extra_logs: Sequence[str] = ()) -> Diagnosis:
+        """Diagnose a collection: every node's collector outputs, compared, plus the job's logs."""
+        started = time.perf_counter()
+        findings, notes = parse_node_outputs(bundle)
+        logs = [str(p) for p in bundle.logs] + list(extra_logs)
+        if logs:
+            parsed = trainlog.parse_paths(logs, keywords=self.keywords)
+        else:
+            parsed = trainlog.ParseResult(findings=[], lines=[], first_error=None, sources=[], bytes_read=0,
+                                          lines_read=0, truncated=False, warnings=[])
+        diagnosis = self.diagnose_parsed(parsed, started, extra_findings=findings)
+        diagnosis.nodes = [{"node": n.node, "status": n.status, "detail": n.detail}
+                           for n in bundle.nodes.values()]
+        diagnosis.warnings.extend(notes)
+        diagnosis.job = bundle.job
+        return diagnosis
 
     def diagnose_parsed(self, parsed: "trainlog.ParseResult", started: float | None = None,
                         extra_findings: Sequence[Finding] = ()) -> Diagnosis:

@@ -1,0 +1,208 @@
+"""Bundles: everything a collection saw, as a folder or a .tar.gz, replayable offline.
+
+Layout (fixed by DESIGN.md)::
+
+    manifest.json          {"format": 1, "job": "123"|null, "nodes": [...], "created": ISO-8601,
+                            "collectors": {"<node>/<file>": {"command", "exit", "seconds"}}, ...}
+    <node>/<collector>.txt raw stdout (stderr beside it as .err when there is any)
+    log/<name>.txt         training logs that were pasted, uploaded or read from Slurm
+
+Extra manifest keys (allowed by DESIGN.md): ``node_status`` (ok / unreachable / ... with the
+reason), ``job_info`` (what the resolver learned) and ``tool`` (the version that wrote it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from collectors.remote import NodeResult
+
+FORMAT = 1
+_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+MAX_MEMBER = 4 * 1024 ** 3
+
+
+class BundleError(Exception):
+    """A bundle that cannot be written or read; the message says what to change."""
+
+
+def _safe(name: str, what: str) -> str:
+    if not _SAFE.match(name) or name in (".", ".."):
+        raise BundleError(f"{what} {name!r} cannot be a file name in a bundle")
+    return name
+
+
+def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str | None = None,
+                 logs: Mapping[str, str | Path] | None = None, job_info: dict[str, Any] | None = None) -> Path:
+    """Write a bundle folder, or a .tar.gz when ``dest`` ends in .tar.gz / .tgz."""
+    dest = Path(dest)
+    as_tar = dest.name.endswith((".tar.gz", ".tgz"))
+    if dest.exists() and not as_tar and any(dest.iterdir()):
+        raise BundleError(f"{dest} exists and is not empty; choose a new -o path (nothing was overwritten)")
+    work = Path(tempfile.mkdtemp(prefix="gpu-triage-bundle-")) if as_tar else dest
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        manifest: dict[str, Any] = {
+            "format": FORMAT, "job": job, "nodes": list(nodes),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "collectors": {}, "node_status": {}, "job_info": job_info, "tool": "gpu-triage",
+        }
+        for node, result in nodes.items():
+            _safe(node, "node name")
+            manifest["node_status"][node] = {"status": result.status, "detail": result.detail,
+                                             "seconds": result.seconds}
+            if not result.results:
+                continue
+            ndir = work / node
+            ndir.mkdir(exist_ok=True)
+            for res in result.results:
+                name = _safe(res.name, "collector name")
+                (ndir / f"{name}.txt").write_text(res.stdout, encoding="utf-8")
+                if res.stderr:
+                    (ndir / f"{name}.err").write_text(res.stderr, encoding="utf-8")
+                manifest["collectors"][f"{node}/{name}.txt"] = {
+                    "command": res.command, "exit": res.exit, "seconds": res.seconds, "timed_out": res.timed_out}
+        if logs:
+            ldir = work / "log"
+            ldir.mkdir(exist_ok=True)
+            for name, content in logs.items():
+                target = ldir / f"{_safe(Path(name).name.replace(' ', '_'), 'log name')}"
+                if not target.name.endswith(".txt"):
+                    target = target.with_name(target.name + ".txt")
+                if isinstance(content, Path):
+                    shutil.copyfile(content, target)
+                else:
+                    target.write_text(content, encoding="utf-8")
+        (work / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        if as_tar:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".partial")
+            with tarfile.open(tmp, "w:gz") as tar:
+                for path in sorted(work.rglob("*")):
+                    tar.add(path, arcname=str(path.relative_to(work)), recursive=False)
+            tmp.replace(dest)
+    except OSError as exc:
+        raise BundleError(f"cannot write the bundle {dest}: {exc.strerror or exc}; choose a writable -o path") from exc
+    finally:
+        if as_tar:
+            shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
+@dataclass
+class NodeOutput:
+    node: str
+    status: str
+    detail: str
+    outputs: dict[str, str] = field(default_factory=dict)       # collector -> stdout
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)  # collector -> manifest row
+
+
+@dataclass
+class Bundle:
+    root: Path
+    manifest: dict[str, Any]
+    nodes: dict[str, NodeOutput]
+    logs: list[Path]
+    _tmp: str | None = None
+
+    @property
+    def job(self) -> str | None:
+        return self.manifest.get("job")
+
+    def close(self) -> None:
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> "Bundle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _extract(path: Path) -> str:
+    tmp = tempfile.mkdtemp(prefix="gpu-triage-replay-")
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for member in tar.getmembers():
+                parts = Path(member.name).parts
+                if member.name.startswith("/") or ".." in parts:
+                    raise BundleError(f"{path}: member {member.name!r} points outside the bundle; refusing it")
+                if member.isdir():
+                    continue
+                if not member.isfile():
+                    raise BundleError(f"{path}: member {member.name!r} is not a plain file; refusing it")
+                if member.size > MAX_MEMBER:
+                    raise BundleError(f"{path}: member {member.name!r} is larger than 4 GB")
+                target = Path(tmp, *parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with tar.extractfile(member) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BundleError(f"{path} is not a readable .tar.gz bundle ({exc}); pass the folder or a complete archive") from exc
+    except BundleError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Open a bundle folder or .tar.gz for replay."""
+    path = Path(path)
+    if not path.exists():
+        raise BundleError(f"{path} does not exist; give the folder or .tar.gz that `gpu-triage collect` wrote")
+    tmp = None
+    root = path
+    if path.is_file():
+        tmp = _extract(path)
+        root = Path(tmp)
+    manifest_path = root / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise BundleError(f"{path} has no manifest.json; it is not a gpu-triage bundle") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from exc
+    if manifest.get("format") != FORMAT:
+        raise BundleError(f"{path}: bundle format {manifest.get('format')!r} is not supported (this version reads {FORMAT})")
+    statuses = manifest.get("node_status") or {}
+    nodes: dict[str, NodeOutput] = {}
+    for node in manifest.get("nodes") or []:
+        st = statuses.get(node) or {}
+        nodes[node] = NodeOutput(node, st.get("status", "ok"), st.get("detail", ""))
+    for key, meta in (manifest.get("collectors") or {}).items():
+        node, _, fname = key.partition("/")
+        if node not in nodes:
+            nodes[node] = NodeOutput(node, "ok", "")
+        fpath = root / node / fname
+        if fpath.is_file():
+            nodes[node].outputs[fname[:-4] if fname.endswith(".txt") else fname] = \
+                fpath.read_text(encoding="utf-8", errors="replace")
+            nodes[node].meta[fname[:-4]] = meta
+    logs = sorted((root / "log").glob("*")) if (root / "log").is_dir() else []
+    return Bundle(root, manifest, nodes, logs, tmp)
+
+
+def node_results_from_outputs(node: str, outputs: Iterable[tuple[str, str, str, int | None, float]]) -> NodeResult:
+    """Build a NodeResult from (name, command, stdout, exit, seconds) rows (used by the srun fan-out)."""
+    from collectors.remote import CommandResult, _summarise
+
+    result = NodeResult(node)
+    for name, command, stdout, code, seconds in outputs:
+        result.results.append(CommandResult(name, command, code, stdout, "", seconds, code == 124))
+    _summarise(result)
+    return result

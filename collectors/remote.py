@@ -1,0 +1,359 @@
+"""Run the declared collector commands on nodes over SSH (paramiko), in parallel.
+
+* The OpenSSH client config is honoured (``~/.ssh/config`` or ``ssh_config=``): Host, HostName,
+  User, Port, IdentityFile, UserKnownHostsFile, StrictHostKeyChecking, ConnectTimeout, ProxyJump.
+* Host keys are verified against known_hosts; an unknown or changed key is refused, and the
+  message says how to fix it.
+* One connection per node, reused for all its collectors; bounded concurrency across nodes.
+* Every command is wrapped in ``timeout`` on the node and guarded by a deadline here, so a ``df``
+  stuck on a dead NFS mount costs one collector, not the node and not the job.
+* A result per node, never an exception for one bad node: ok / unreachable / auth-failed /
+  timeout / partial, with the reason in ``detail``.
+
+paramiko, socket and OS errors are mapped into :class:`SSHError` subclasses in one place
+(:func:`_mapped`). No user text reaches a remote shell: commands come from collectors only, and
+node names are validated by the resolvers before they get here.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+from collectors.registry import Collector
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class SSHError(Exception):
+    status = "unreachable"
+
+    def __init__(self, host: str, port: int, message: str):
+        self.host, self.port = host, port
+        super().__init__(message)
+
+
+class Unreachable(SSHError):
+    status = "unreachable"
+
+
+class AuthFailed(SSHError):
+    status = "auth-failed"
+
+
+class HostKeyMismatch(AuthFailed):
+    """The node's host key is unknown or differs from known_hosts (reported as auth-failed)."""
+
+
+class Timeout(SSHError):
+    status = "timeout"
+
+
+@contextmanager
+def _mapped(host: str, port: int, known_hosts: Sequence[str] = ()) -> Iterator[None]:
+    import paramiko
+
+    where = f"{host}:{port}"
+    kh = ", ".join(known_hosts) or "~/.ssh/known_hosts"
+    try:
+        yield
+    except paramiko.BadHostKeyException as exc:
+        raise HostKeyMismatch(host, port, (
+            f"{where}: the host key changed ({exc.key.get_name()} {exc.key.get_fingerprint().hex()} does not "
+            f"match {kh}). If the node was reinstalled, check the new key with the admins, then "
+            f"`ssh-keygen -R '[{host}]:{port}'` and connect once with ssh to accept it")) from exc
+    except paramiko.AuthenticationException as exc:
+        raise AuthFailed(host, port, f"{where}: authentication failed ({exc}); check User and IdentityFile "
+                                     "in the SSH config, or load the key into ssh-agent") from exc
+    except paramiko.SSHException as exc:
+        text = str(exc)
+        if "not found in known_hosts" in text:
+            raise HostKeyMismatch(host, port, (
+                f"{where}: unknown host key (not in {kh}). Verify and add it: "
+                f"`ssh-keyscan -p {port} {host} >> ~/.ssh/known_hosts` after checking the fingerprint")) from exc
+        if "timed out" in text.lower() or "timeout" in text.lower():
+            raise Timeout(host, port, f"{where}: SSH handshake timed out; is sshd overloaded?") from exc
+        raise Unreachable(host, port, f"{where}: SSH error: {text}") from exc
+    except (socket.timeout, TimeoutError) as exc:
+        raise Timeout(host, port, f"{where}: connection timed out; check the node is up and the "
+                                  "port is open (ConnectTimeout in the SSH config sets the limit)") from exc
+    except socket.gaierror as exc:
+        raise Unreachable(host, port, f"{where}: cannot resolve the name ({exc.strerror}); check HostName "
+                                      "in the SSH config") from exc
+    except (ConnectionRefusedError, paramiko.ssh_exception.NoValidConnectionsError) as exc:
+        raise Unreachable(host, port, f"{where}: connection refused; is sshd running and the Port right?") from exc
+    except OSError as exc:
+        raise Unreachable(host, port, f"{where}: {exc.strerror or exc}") from exc
+    except EOFError as exc:
+        raise Unreachable(host, port, f"{where}: the connection closed during the handshake") from exc
+
+
+# --- targets from the SSH config ------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    alias: str
+    hostname: str
+    port: int = 22
+    user: str | None = None
+    identity_files: list[str] = field(default_factory=list)
+    known_hosts: list[str] = field(default_factory=list)
+    strict: bool = True
+    connect_timeout: float = 10.0
+    proxy_jump: str | None = None
+
+
+def _expand(path: str) -> str:
+    return os.path.expanduser(os.path.expandvars(path))
+
+
+class SSHSettings:
+    """Read an OpenSSH client config once; ``target(alias)`` applies it like ``ssh`` would."""
+
+    def __init__(self, config_path: str | None = None, *, connect_timeout: float = 10.0,
+                 user: str | None = None, identity_file: str | None = None, port: int | None = None):
+        import paramiko
+
+        self.path = config_path
+        self.config = paramiko.SSHConfig()
+        default = Path("~/.ssh/config").expanduser()
+        path = Path(config_path).expanduser() if config_path else default
+        if config_path and not path.is_file():
+            raise FileNotFoundError(f"SSH config {path} does not exist; check --ssh-config")
+        if path.is_file():
+            self.config = paramiko.SSHConfig.from_path(str(path))
+        self.connect_timeout = connect_timeout
+        self.overrides = {"user": user, "identity_file": identity_file, "port": port}
+
+    def target(self, alias: str) -> Target:
+        opts = self.config.lookup(alias)
+        known = [_expand(p) for p in opts.get("userknownhostsfile", "").split()] or \
+            [str(Path("~/.ssh/known_hosts").expanduser())]
+        strict = str(opts.get("stricthostkeychecking", "yes")).lower() not in ("no", "off", "accept-new")
+        timeout = float(opts.get("connecttimeout", self.connect_timeout))
+        identity = [_expand(p) for p in opts.get("identityfile", [])]
+        if self.overrides["identity_file"]:
+            identity = [_expand(self.overrides["identity_file"])]
+        return Target(alias=alias, hostname=opts.get("hostname", alias),
+                      port=int(self.overrides["port"] or opts.get("port", 22)),
+                      user=self.overrides["user"] or opts.get("user") or getpass.getuser(),
+                      identity_files=[p for p in identity if Path(p).exists()], known_hosts=known,
+                      strict=strict, connect_timeout=timeout, proxy_jump=opts.get("proxyjump"))
+
+
+# --- one connection ---------------------------------------------------------------------------
+
+
+@dataclass
+class CommandResult:
+    name: str
+    command: str
+    exit: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def not_found(self) -> bool:
+        return self.exit == 127
+
+
+class Connection:
+    """A paramiko client to one node (through its ProxyJump chain when configured)."""
+
+    def __init__(self, settings: SSHSettings, alias: str):
+        self.settings = settings
+        self.target = settings.target(alias)
+        self._clients: list = []
+        self.client = None
+
+    def open(self) -> "Connection":
+        sock = None
+        if self.target.proxy_jump:
+            hops = [h.strip() for h in self.target.proxy_jump.split(",") if h.strip() and h.strip() != "none"]
+            for hop in hops:
+                jump = self.settings.target(hop.split("@")[-1])
+                client = self._connect(jump, sock)
+                self._clients.append(client)
+                transport = client.get_transport()
+                with _mapped(self.target.hostname, self.target.port, self.target.known_hosts):
+                    sock = transport.open_channel("direct-tcpip", (self.target.hostname, self.target.port),
+                                                  ("127.0.0.1", 0), timeout=self.target.connect_timeout)
+        self.client = self._connect(self.target, sock)
+        return self
+
+    def _connect(self, target: Target, sock):
+        import paramiko
+
+        client = paramiko.SSHClient()
+        with _mapped(target.hostname, target.port, target.known_hosts):
+            for kh in target.known_hosts:
+                if Path(kh).is_file():
+                    client.load_host_keys(kh)
+            client.set_missing_host_key_policy(paramiko.RejectPolicy() if target.strict
+                                               else paramiko.WarningPolicy())
+            client.connect(target.hostname, port=target.port, username=target.user,
+                           key_filename=target.identity_files or None, timeout=target.connect_timeout,
+                           banner_timeout=target.connect_timeout, auth_timeout=target.connect_timeout,
+                           sock=sock, allow_agent=True, look_for_keys=not target.identity_files)
+        return client
+
+    def run(self, name: str, command: str, timeout: float) -> CommandResult:
+        """Run one fixed command under ``timeout`` on the node; never raises for the command's failures."""
+        wrapped = f"timeout -k 3 {int(timeout)} sh -c {shlex.quote(command)}"
+        started = time.monotonic()
+        deadline = started + timeout + 8  # the node's `timeout` should win; this catches D-state hangs
+        transport = self.client.get_transport()
+        with _mapped(self.target.hostname, self.target.port):
+            chan = transport.open_session(timeout=self.target.connect_timeout)
+            chan.settimeout(1.0)
+            chan.exec_command(wrapped)
+        out, err = bytearray(), bytearray()
+        timed_out = False
+        while True:
+            if chan.recv_ready():
+                out += chan.recv(65536)
+            if chan.recv_stderr_ready():
+                err += chan.recv_stderr(65536)
+            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            if not (chan.recv_ready() or chan.recv_stderr_ready()):
+                time.sleep(0.005)
+        code = None if timed_out else chan.recv_exit_status()
+        chan.close()
+        if code == 124:
+            timed_out = True
+        return CommandResult(name, command, code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                             round(time.monotonic() - started, 3), timed_out)
+
+    def close(self) -> None:
+        for client in ([self.client] if self.client else []) + self._clients[::-1]:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection is not an error
+                pass
+
+
+# --- fan-out ----------------------------------------------------------------------------------
+
+
+@dataclass
+class NodeResult:
+    node: str
+    status: str = "ok"
+    detail: str = ""
+    results: list[CommandResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"node": self.node, "status": self.status, "detail": self.detail}
+
+
+Progress = Callable[[str, str, str], None]  # (node, event, text)
+
+
+def _summarise(node: NodeResult) -> None:
+    timed = [r.name for r in node.results if r.timed_out]
+    missing = [r.name for r in node.results if r.not_found]
+    failed = [r.name for r in node.results if r.exit not in (0, None, 127) and not r.timed_out]
+    if node.results and len(timed) == len(node.results):
+        node.status, node.detail = "timeout", f"every collector timed out ({', '.join(timed)})"
+        return
+    parts = []
+    if timed:
+        parts.append(f"timed out: {', '.join(timed)}")
+    if missing:
+        parts.append(f"command not found: {', '.join(missing)}")
+    if failed:
+        parts.append(f"non-zero exit: {', '.join(failed)}")
+    node.status = "partial" if (timed or missing or failed) else "ok"
+    node.detail = "; ".join(parts)
+
+
+def collect_node(settings: SSHSettings, node: str, collectors: Sequence[Collector],
+                 progress: Progress | None = None) -> NodeResult:
+    result = NodeResult(node)
+    started = time.monotonic()
+    conn = Connection(settings, node)
+    try:
+        if progress:
+            progress(node, "connecting", "")
+        conn.open()
+        for col in collectors:
+            if progress:
+                progress(node, "running", col.name)
+            result.results.append(conn.run(col.name, col.command, col.timeout))
+        _summarise(result)
+    except SSHError as exc:
+        result.status, result.detail = exc.status, str(exc)
+    finally:
+        conn.close()
+        result.seconds = round(time.monotonic() - started, 3)
+        if progress:
+            progress(node, "done", result.status)
+    return result
+
+
+def collect_nodes(nodes: Sequence[str], collectors: Sequence[Collector], *, settings: SSHSettings,
+                  concurrency: int = 32, progress: Progress | None = None) -> dict[str, NodeResult]:
+    """Collect from every node in parallel (at most ``concurrency`` connections at once)."""
+    results: dict[str, NodeResult] = {}
+    lock = threading.Lock()
+
+    def one(node: str) -> None:
+        res = collect_node(settings, node, collectors, progress)
+        with lock:
+            results[node] = res
+
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(nodes)))) as pool:
+        list(pool.map(one, nodes))
+    return {node: results[node] for node in nodes}
+
+
+def collect_local(collectors: Sequence[Collector], node: str | None = None) -> NodeResult:
+    """Run the collectors on this machine (``gpu-triage collect --local``)."""
+    result = NodeResult(node or socket.gethostname().split(".")[0])
+    started = time.monotonic()
+    for col in collectors:
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(["sh", "-c", col.command], capture_output=True, timeout=col.timeout)
+            res = CommandResult(col.name, col.command, proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                                proc.stderr.decode("utf-8", "replace"), round(time.monotonic() - t0, 3))
+        except subprocess.TimeoutExpired as exc:
+            res = CommandResult(col.name, col.command, None, (exc.stdout or b"").decode("utf-8", "replace"),
+                                (exc.stderr or b"").decode("utf-8", "replace"), round(time.monotonic() - t0, 3), True)
+        result.results.append(res)
+    _summarise(result)
+    result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def login_runner(settings: SSHSettings, login: str, timeout: float = 30.0):
+    """A runner for :class:`collectors.resolve.SlurmResolver` that runs on a login node over SSH."""
+
+    def run(argv: Sequence[str]) -> tuple[int, str, str]:
+        conn = Connection(settings, login)
+        try:
+            conn.open()
+            res = conn.run(argv[0], " ".join(shlex.quote(a) for a in argv), timeout)
+        finally:
+            conn.close()
+        return (124 if res.timed_out else (res.exit if res.exit is not None else 1)), res.stdout, res.stderr
+
+    return run

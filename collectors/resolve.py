@@ -1,0 +1,266 @@
+"""Resolve a job or a node expression to the nodes to collect from.
+
+* ``expand_hostlist("gpu[01-04,07],gpu-b[1-2]")`` expands Slurm hostlist syntax;
+* :class:`SlurmResolver` asks ``scontrol show job`` (then ``sacct`` for finished jobs) for the
+  job's nodes, state and log paths, locally or on a configured login node;
+* :func:`load_inventory` reads a static YAML inventory (job or cluster name -> nodes and SSH
+  settings) for teams without a scheduler.
+
+Job IDs and node names are validated before anything runs: no user text reaches a shell, and
+commands are built as argument lists from validated values only.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+JOB_ID = re.compile(r"^(\d{1,12})(?:_(\d{1,9}))?(?:\.(\d{1,9}|batch|extern))?$")
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+_BRACKET = re.compile(r"\[([^\[\]]+)\]")
+
+
+class ResolveError(Exception):
+    """The job or nodes cannot be resolved; the message says what to change."""
+
+
+def parse_job_id(text: str) -> str:
+    """Accept ``123``, ``job-123``, ``123_4`` (array task); return the canonical id or raise."""
+    raw = text.strip()
+    if raw.lower().startswith("job-"):
+        raw = raw[4:]
+    if raw.lower().startswith("job"):
+        raw = raw[3:]
+    m = JOB_ID.match(raw)
+    if not m:
+        raise ResolveError(f"{text!r} is not a Slurm job ID; give digits such as 123 or job-123 "
+                           "(an array task as 123_4)")
+    return m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")
+
+
+def check_node(name: str) -> str:
+    if not NODE_NAME.match(name):
+        raise ResolveError(f"{name!r} is not a valid node name (letters, digits, '.', '_' and '-')")
+    return name
+
+
+def _split_top(expr: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in expr:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ResolveError(f"unbalanced ']' in node list {expr!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth:
+        raise ResolveError(f"unbalanced '[' in node list {expr!r}")
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _expand_one(item: str, limit: int) -> list[str]:
+    m = _BRACKET.search(item)
+    if not m:
+        return [item]
+    head, tail = item[: m.start()], item[m.end():]
+    out: list[str] = []
+    for rng in m.group(1).split(","):
+        rng = rng.strip()
+        if "-" in rng:
+            lo, hi = rng.split("-", 1)
+            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+                raise ResolveError(f"bad range {rng!r} in node list {item!r}")
+            width = len(lo) if lo.startswith("0") or len(lo) == len(hi) else 0
+            values = [str(n).zfill(width) for n in range(int(lo), int(hi) + 1)]
+        elif rng.isdigit():
+            values = [rng]
+        else:
+            raise ResolveError(f"bad range {rng!r} in node list {item!r}")
+        for v in values:
+            out.extend(_expand_one(head + v + tail, limit))
+            if len(out) > limit:
+                raise ResolveError(f"node list {item!r} expands to more than {limit} nodes")
+    return out
+
+
+def expand_hostlist(expr: str, limit: int = 100_000) -> list[str]:
+    """Expand Slurm hostlist syntax (``gpu[01-04,07],gpu-b[1-2]``) into node names, in order."""
+    nodes: list[str] = []
+    for item in _split_top(expr.strip()):
+        nodes.extend(_expand_one(item, limit))
+    seen, ordered = set(), []
+    for node in nodes:
+        check_node(node)
+        if node not in seen:
+            seen.add(node)
+            ordered.append(node)
+    if not ordered:
+        raise ResolveError(f"node list {expr!r} names no nodes")
+    return ordered
+
+
+@dataclass
+class JobInfo:
+    job_id: str
+    nodes: list[str]
+    state: str | None = None
+    exit_code: str | None = None
+    reason: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    work_dir: str | None = None
+    num_gpus: int | None = None
+    source: str = "scontrol"
+    raw: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job": self.job_id, "nodes": self.nodes, "state": self.state, "exit_code": self.exit_code,
+                "reason": self.reason, "stdout": self.stdout, "stderr": self.stderr, "source": self.source}
+
+
+_KV = re.compile(r"(?:(?<=\s)|^)([A-Za-z][\w:/]*)=(\S*)")
+
+
+def parse_scontrol_job(text: str) -> dict[str, str]:
+    """``scontrol show job`` (multi-line or ``-o``) into a key -> value mapping."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        for key, value in _KV.findall(line):
+            fields.setdefault(key, value)
+    return fields
+
+
+def _gpus_from_tres(tres: str | None) -> int | None:
+    if not tres:
+        return None
+    m = re.search(r"gres/gpu(?::[\w-]+)?=(\d+)", tres)
+    return int(m.group(1)) if m else None
+
+
+def parse_sacct(text: str, job_id: str) -> JobInfo | None:
+    """``sacct -P -n -o JobID,State,ExitCode,NodeList,StdOut,StdErr`` rows for the job."""
+    best = None
+    for line in text.splitlines():
+        cols = line.split("|")
+        if len(cols) < 4 or not cols[0]:
+            continue
+        jid = cols[0].split(".")[0]
+        if jid != job_id:
+            continue
+        if best is None or "." not in cols[0]:
+            nodes = cols[3]
+            best = JobInfo(job_id=job_id, nodes=expand_hostlist(nodes) if nodes not in ("", "None assigned") else [],
+                           state=cols[1].split()[0] if cols[1] else None, exit_code=cols[2] or None,
+                           stdout=(cols[4] or None) if len(cols) > 4 else None,
+                           stderr=(cols[5] or None) if len(cols) > 5 else None, source="sacct")
+    return best
+
+
+Runner = Callable[[Sequence[str]], "tuple[int, str, str]"]
+
+
+def local_runner(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, str]:
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return 127, "", f"{argv[0]}: command not found"
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{argv[0]} timed out after {timeout:.0f} s"
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class SlurmResolver:
+    """Ask Slurm which nodes ran a job. ``runner`` runs an argument list (locally by default,
+    or on a login node over SSH: see ``collectors.remote.login_runner``)."""
+
+    def __init__(self, runner: Runner | None = None, where: str = "this machine"):
+        self.runner = runner or local_runner
+        self.where = where
+
+    def resolve(self, job: str) -> JobInfo:
+        job_id = parse_job_id(job)
+        code, out, err = self.runner(["scontrol", "show", "job", job_id])
+        if code == 127:
+            raise ResolveError(f"scontrol is not installed on {self.where}; run gpu-triage on the login node, "
+                               "set a login node in the configuration, or name the nodes with --nodes")
+        if code == 0 and "JobId=" in out:
+            fields = parse_scontrol_job(out)
+            nodelist = fields.get("NodeList")
+            nodes = expand_hostlist(nodelist) if nodelist and nodelist != "(null)" else []
+            return JobInfo(job_id=job_id, nodes=nodes, state=fields.get("JobState"),
+                           exit_code=fields.get("ExitCode"), reason=fields.get("Reason"),
+                           stdout=_path(fields.get("StdOut")), stderr=_path(fields.get("StdErr")),
+                           work_dir=_path(fields.get("WorkDir")),
+                           num_gpus=_gpus_from_tres(fields.get("AllocTRES") or fields.get("TRES")),
+                           source="scontrol", raw=fields)
+        # finished jobs leave scontrol after MinJobAge: ask the accounting database
+        scode, sout, serr = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format",
+                                         "JobID,State,ExitCode,NodeList,StdOut,StdErr"])
+        info = parse_sacct(sout, job_id) if scode == 0 else None
+        if info is None and scode == 0:
+            scode2, sout2, _ = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format",
+                                            "JobID,State,ExitCode,NodeList"])
+            info = parse_sacct(sout2, job_id) if scode2 == 0 else None
+        if info is not None:
+            return info
+        detail = (err or serr or "").strip().splitlines()
+        why = f" ({detail[-1]})" if detail else ""
+        raise ResolveError(f"Slurm on {self.where} does not know job {job_id}{why}; check the ID with "
+                           "squeue/sacct, or name the nodes with --nodes")
+
+
+def _path(value: str | None) -> str | None:
+    return value if value and value not in ("(null)", "") else None
+
+
+@dataclass
+class InventoryTarget:
+    nodes: list[str]
+    ssh: dict[str, Any] = field(default_factory=dict)
+    log: str | None = None
+
+
+def load_inventory(path: str | Path) -> dict[str, InventoryTarget]:
+    """Read a YAML inventory: ``{name: {nodes: "gpu[01-08]" | [..], ssh: {user, port, ...}, log: path}}``."""
+    import yaml
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ResolveError(f"cannot read the inventory {p}: {exc.strerror}; check --inventory") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ResolveError(f"{p}:{mark.line + 1 if mark else 1}: the inventory is not valid YAML") from exc
+    if not isinstance(data, dict):
+        raise ResolveError(f"{p}: an inventory maps names to {{nodes: ..., ssh: {{...}}}}")
+    out: dict[str, InventoryTarget] = {}
+    for name, spec in data.items():
+        if isinstance(spec, (str, list)):
+            spec = {"nodes": spec}
+        if not isinstance(spec, dict) or "nodes" not in spec:
+            raise ResolveError(f"{p}: entry {name!r} needs 'nodes' (a hostlist such as gpu[01-08] or a list)")
+        nodes_spec = spec["nodes"]
+        nodes = (expand_hostlist(nodes_spec) if isinstance(nodes_spec, str)
+                 else [check_node(str(n)) for n in nodes_spec])
+        ssh = spec.get("ssh") or {}
+        if not isinstance(ssh, dict):
+            raise ResolveError(f"{p}: entry {name!r}: 'ssh' must be a mapping (user, port, identity_file, ...)")
+        out[str(name)] = InventoryTarget(nodes=nodes, ssh=ssh, log=spec.get("log"))
+    return out
+
+
+def shell_quote(argv: Sequence[str]) -> str:
+    """Join validated arguments for a remote shell (used for the login-node runner only)."""
+    return " ".join(shlex.quote(a) for a in argv)
