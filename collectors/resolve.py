@@ -148,22 +148,31 @@ def _gpus_from_tres(tres: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def parse_sacct(text: str, job_id: str) -> JobInfo | None:
-    """``sacct -P -n -o JobID,State,ExitCode,NodeList,StdOut,StdErr`` rows for the job."""
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "StdOut", "StdErr")
+
+
+def parse_sacct(text: str, job_id: str, fields: Sequence[str] = SACCT_FIELDS) -> JobInfo | None:
+    """Parsable (``-P``) sacct rows for the job; a header line, when present, names the columns."""
+    cols_of = list(fields)
     best = None
     for line in text.splitlines():
-        cols = line.split("|")
-        if len(cols) < 4 or not cols[0]:
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) < 2:
             continue
-        jid = cols[0].split(".")[0]
+        if cells[0] == "JobID":
+            cols_of = cells
+            continue
+        row = dict(zip(cols_of, cells))
+        jid = row.get("JobID", "").split(".")[0]
         if jid != job_id:
             continue
-        if best is None or "." not in cols[0]:
-            nodes = cols[3]
-            best = JobInfo(job_id=job_id, nodes=expand_hostlist(nodes) if nodes not in ("", "None assigned") else [],
-                           state=cols[1].split()[0] if cols[1] else None, exit_code=cols[2] or None,
-                           stdout=(cols[4] or None) if len(cols) > 4 else None,
-                           stderr=(cols[5] or None) if len(cols) > 5 else None, source="sacct")
+        if best is not None and "." in row.get("JobID", ""):
+            continue  # the allocation row (no step suffix) speaks for the job
+        nodes = row.get("NodeList", "")
+        best = JobInfo(job_id=job_id,
+                       nodes=expand_hostlist(nodes) if nodes and nodes not in ("None assigned", "(null)") else [],
+                       state=(row.get("State") or "").split()[0] or None, exit_code=row.get("ExitCode") or None,
+                       stdout=_path(row.get("StdOut")), stderr=_path(row.get("StdErr")), source="sacct")
     return best
 
 
@@ -206,12 +215,12 @@ class SlurmResolver:
                            source="scontrol", raw=fields)
         # finished jobs leave scontrol after MinJobAge: ask the accounting database
         scode, sout, serr = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format",
-                                         "JobID,State,ExitCode,NodeList,StdOut,StdErr"])
+                                         ",".join(SACCT_FIELDS)])
         info = parse_sacct(sout, job_id) if scode == 0 else None
-        if info is None and scode == 0:
-            scode2, sout2, _ = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format",
-                                            "JobID,State,ExitCode,NodeList"])
-            info = parse_sacct(sout2, job_id) if scode2 == 0 else None
+        if info is None:  # older Slurm has no StdOut/StdErr fields in sacct
+            short = SACCT_FIELDS[:4]
+            scode2, sout2, _ = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format", ",".join(short)])
+            info = parse_sacct(sout2, job_id, short) if scode2 == 0 else None
         if info is not None:
             return info
         detail = (err or serr or "").strip().splitlines()

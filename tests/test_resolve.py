@@ -1,0 +1,98 @@
+"""Resolvers: hostlist syntax, scontrol/sacct output (real captures), inventories, validation."""
+
+from pathlib import Path
+
+import pytest
+
+from collectors.resolve import (ResolveError, SlurmResolver, expand_hostlist, load_inventory, parse_job_id,
+                                parse_sacct, parse_scontrol_job)
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.mark.parametrize("expr, nodes", [
+    ("gpu07", ["gpu07"]),
+    ("gpu[01-04,07],gpu-b[1-2]", ["gpu01", "gpu02", "gpu03", "gpu04", "gpu07", "gpu-b1", "gpu-b2"]),
+    ("node[8-11]", ["node8", "node9", "node10", "node11"]),
+    ("rack[1-2]-gpu[09-10]", ["rack1-gpu09", "rack1-gpu10", "rack2-gpu09", "rack2-gpu10"]),
+    ("a1,a1,b2", ["a1", "b2"]),
+    ("dgx-a100-[001-003]", ["dgx-a100-001", "dgx-a100-002", "dgx-a100-003"]),
+])
+def test_hostlist(expr, nodes):
+    assert expand_hostlist(expr) == nodes
+
+
+@pytest.mark.parametrize("bad", ["gpu[01-04", "gpu01]", "gpu[4-1]", "gpu[a-b]", "", "gpu;rm -rf /", "$(id)",
+                                 "gpu01 gpu02", "-oProxyCommand=x"])
+def test_hostlist_rejects_bad_input(bad):
+    with pytest.raises(ResolveError):
+        expand_hostlist(bad)
+
+
+@pytest.mark.parametrize("text, job", [("123", "123"), ("job-123", "123"), ("  4567 ", "4567"),
+                                       ("2681683_420", "2681683_420")])
+def test_job_ids(text, job):
+    assert parse_job_id(text) == job
+
+
+@pytest.mark.parametrize("bad", ["12a", "123; reboot", "", "job-", "../1", "1 2"])
+def test_bad_job_ids(bad):
+    with pytest.raises(ResolveError, match="not a Slurm job ID"):
+        parse_job_id(bad)
+
+
+def test_scontrol_show_job_real_capture():
+    fields = parse_scontrol_job((FIX / "scontrol-show-job" / "01.txt").read_text())
+    assert fields["JobId"] == "10804568" and fields["JobState"] == "RUNNING"
+    assert fields["NodeList"] == "f006" and fields["BatchHost"] == "f006"
+
+
+def test_sacct_real_captures():
+    info = parse_sacct((FIX / "sacct" / "01.txt").read_text(), "239023")
+    assert info.nodes == ["galvani-cn001"] and info.state == "COMPLETED" and info.exit_code == "0:0"
+    info = parse_sacct((FIX / "sacct" / "03.txt").read_text().split("\n", 1)[1], "1655360",
+                       fields=("JobID", "State", "ExitCode"))
+    assert info.state == "FAILED" and info.exit_code == "127:0" and info.nodes == []
+    assert parse_sacct((FIX / "sacct" / "01.txt").read_text(), "999") is None
+
+
+def test_slurm_resolver_uses_scontrol_then_sacct():
+    calls = []
+
+    def runner(argv):
+        calls.append(list(argv))
+        if argv[0] == "scontrol":
+            return 1, "", "slurm_load_jobs error: Invalid job id specified"
+        return 0, "239024|COMPLETED|0:0|galvani-cn[001-002]|/home/u/slurm-239024.out|/home/u/slurm-239024.out\n", ""
+
+    info = SlurmResolver(runner).resolve("job-239024")
+    assert calls[0] == ["scontrol", "show", "job", "239024"] and calls[1][0] == "sacct"
+    assert info.nodes == ["galvani-cn001", "galvani-cn002"] and info.stdout == "/home/u/slurm-239024.out"
+
+
+def test_unknown_job_is_a_clear_error():
+    def runner(argv):
+        return (1, "", "slurm_load_jobs error: Invalid job id specified") if argv[0] == "scontrol" else (0, "", "")
+
+    with pytest.raises(ResolveError, match="does not know job 42.*--nodes"):
+        SlurmResolver(runner).resolve("42")
+
+
+def test_no_slurm_here():
+    with pytest.raises(ResolveError, match="scontrol is not installed"):
+        SlurmResolver(lambda argv: (127, "", "not found")).resolve("42")
+
+
+def test_inventory(tmp_path):
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("llm-pretrain:\n  nodes: gpu[01-02]\n  ssh: {user: train, port: 2222}\n"
+                   "lab: [box1, box2]\n")
+    targets = load_inventory(inv)
+    assert targets["llm-pretrain"].nodes == ["gpu01", "gpu02"] and targets["llm-pretrain"].ssh["port"] == 2222
+    assert targets["lab"].nodes == ["box1", "box2"]
+    inv.write_text("bad:\n  ssh: {}\n")
+    with pytest.raises(ResolveError, match="needs 'nodes'"):
+        load_inventory(inv)
+    inv.write_text("x: [unclosed\n")
+    with pytest.raises(ResolveError, match=r"inventory.yaml:\d+: the inventory is not valid YAML"):
+        load_inventory(inv)
