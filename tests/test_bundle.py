@@ -1,0 +1,102 @@
+"""Bundles: written as DESIGN.md fixes, read back from a folder or .tar.gz, replayed to the same diagnosis."""
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from collectors.bundle import BundleError, read_bundle, write_bundle
+from collectors.fanout import parse_srun_output, srun_argv
+from collectors.registry import collectors
+from collectors.remote import CommandResult, NodeResult
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+def node(name, outputs, status="ok", detail=""):
+    res = NodeResult(name, status, detail)
+    for col, text, code in outputs:
+        res.results.append(CommandResult(col, collectors()[col].command if col in collectors() else col,
+                                         code, text, "", 0.2, code == 124))
+    return res
+
+
+def sample_nodes():
+    xid_log = (FIX / "kernel-log" / "11.txt").read_text()
+    healthy = (FIX / "kernel-log" / "02.txt").read_text()
+    return {
+        "gpu01": node("gpu01", [("kernel-log", healthy, 0)]),
+        "gpu07": node("gpu07", [("kernel-log", xid_log, 0), ("ibstat", "", 124)], "partial", "timed out: ibstat"),
+        "gpu09": NodeResult("gpu09", "unreachable", "gpu09:22: connection refused"),
+    }
+
+
+@pytest.mark.parametrize("suffix", ["", ".tar.gz"])
+def test_write_read_replay(tmp_path, engine, suffix):
+    path = write_bundle(tmp_path / f"incident-123{suffix}", sample_nodes(), job="123",
+                        logs={"job.log": "[rank3]: RuntimeError: CUDA error: unknown error\n"})
+    with read_bundle(path) as bundle:
+        assert bundle.job == "123"
+        assert set(bundle.nodes) == {"gpu01", "gpu07", "gpu09"}
+        assert bundle.nodes["gpu09"].status == "unreachable" and not bundle.nodes["gpu09"].outputs
+        assert bundle.nodes["gpu07"].meta["ibstat"]["timed_out"] is True
+        assert [p.name for p in bundle.logs] == ["job.log.txt"]
+        first = engine.diagnose_bundle(bundle)
+    with read_bundle(path) as again:
+        second = engine.diagnose_bundle(again)
+    assert [c.id for c in first.causes] == [c.id for c in second.causes]
+    assert first.causes and first.causes[0].category == "gpu-hardware"
+    xids = [f for f in first.findings if f.kind == "xid"]
+    assert xids and {f.node for f in xids} == {"gpu07"}
+    statuses = {n["node"]: n["status"] for n in first.nodes}
+    assert statuses == {"gpu01": "ok", "gpu07": "partial", "gpu09": "unreachable"}
+
+
+def test_manifest_layout(tmp_path):
+    path = write_bundle(tmp_path / "b", sample_nodes(), job=None)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["format"] == 1 and manifest["job"] is None and manifest["nodes"] == ["gpu01", "gpu07", "gpu09"]
+    row = manifest["collectors"]["gpu07/kernel-log.txt"]
+    assert set(row) >= {"command", "exit", "seconds"} and row["exit"] == 0
+    assert (path / "gpu07" / "kernel-log.txt").is_file()
+
+
+def test_existing_folder_is_not_overwritten(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "keep.txt").write_text("mine")
+    with pytest.raises(BundleError, match="not empty"):
+        write_bundle(tmp_path / "b", sample_nodes())
+    assert (tmp_path / "b" / "keep.txt").read_text() == "mine"
+
+
+def test_hostile_tar_is_refused(tmp_path):
+    evil = tmp_path / "evil.tar.gz"
+    src = tmp_path / "x.txt"
+    src.write_text("x")
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(src, arcname="../../escape.txt")
+    with pytest.raises(BundleError, match="outside the bundle"):
+        read_bundle(evil)
+    with pytest.raises(BundleError, match="does not exist"):
+        read_bundle(tmp_path / "missing.tar.gz")
+    (tmp_path / "notabundle").mkdir()
+    with pytest.raises(BundleError, match="no manifest.json"):
+        read_bundle(tmp_path / "notabundle")
+
+
+def test_srun_output_is_split_per_node():
+    cols = [collectors()["kernel-log"]]
+    argv = srun_argv("job-77", 2, cols)
+    assert argv[:3] == ["srun", "--jobid=77", "--overlap"] and argv[-3:-1] == ["sh", "-c"]
+    xid = "NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus."
+    out = "\n".join([
+        "0: @@gpu-triage-node gpu01", "1: @@gpu-triage-node gpu02",
+        "0: @@gpu-triage-begin kernel-log", "1: @@gpu-triage-begin kernel-log",
+        "1: " + xid, "0: nothing to see", "0: ", "0: @@gpu-triage-end kernel-log 0 12",
+        "1: ", "1: @@gpu-triage-end kernel-log 124 20000",
+    ])
+    res = parse_srun_output(out, cols)
+    assert set(res) == {"gpu01", "gpu02"}
+    assert res["gpu02"].results[0].stdout.strip() == xid and res["gpu02"].status == "timeout"
+    assert res["gpu01"].results[0].stdout == "nothing to see\n" and res["gpu01"].status == "ok"
