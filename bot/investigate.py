@@ -29,6 +29,7 @@ class Plan:
     job_info: JobInfo | None = None
     logs: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    ssh: dict = field(default_factory=dict)  # inventory SSH settings: user, port, identity_file
 
 
 def select_collectors(only: str | None = None) -> list[Collector]:
@@ -50,7 +51,7 @@ def plan(*, job: str | None = None, nodes: str | None = None, inventory: str | N
         if job in targets:
             t = targets[job]
             logs = {Path(t.log).name: Path(t.log)} if t.log and Path(t.log).is_file() else {}
-            return Plan(job=job, nodes=t.nodes, logs=logs)
+            return Plan(job=job, nodes=t.nodes, logs=logs, ssh=t.ssh)
     if job:
         runner = login_runner(settings, login) if login else local_runner
         info = SlurmResolver(runner, where=login or "this machine").resolve(job)
@@ -93,6 +94,13 @@ def fetch_job_logs(info: JobInfo, settings: SSHSettings, login: str | None) -> t
 def run_collection(p: Plan, cols: Sequence[Collector], *, settings: SSHSettings, concurrency: int = 32,
                    srun_above: int = SRUN_CUTOVER, login: str | None = None,
                    progress: Callable[[str, str, str], None] | None = None) -> dict[str, NodeResult]:
+    if p.ssh:
+        unknown = set(p.ssh) - {"user", "port", "identity_file"}
+        if unknown:
+            raise ResolveError(f"inventory ssh settings {sorted(unknown)} are not supported; use user, port, "
+                               "identity_file (everything else goes in the SSH config)")
+        settings = SSHSettings(settings.path, connect_timeout=settings.connect_timeout, user=p.ssh.get("user"),
+                               identity_file=p.ssh.get("identity_file"), port=p.ssh.get("port"))
     if p.job and p.job_info is not None and len(p.nodes) > srun_above:
         runner = login_runner(settings, login, timeout=max(c.timeout for c in cols) * len(cols) + 60) \
             if login else local_runner
