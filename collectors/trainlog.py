@@ -28,6 +28,8 @@ from typing import BinaryIO, Callable, Iterable, Sequence
 import re2
 
 from collectors.findings import KINDS, Finding, FirstError, LogLine
+from collectors.kernel_patterns import (DRIVER_LOADED, r_gpu_lost, r_io_error, r_nfs, r_nvlink, r_oom_killer,
+                                        r_pcie, r_xid)
 from collectors.redact import Redactor
 
 __all__ = ["InputError", "ParseResult", "CleanLine", "parse_text", "parse_paths", "clean_line",
@@ -90,7 +92,7 @@ _VOCAB = [
     r"c10d", r"retry count", r"net/ib", r"got completion", r"bus error", r"shared memory",
     r"/dev/shm", r"root cause", r"worker group", r"restart", r"illegal", r"assert",
     r"no kernel image", r"insufficient", r"launch failure", r"cublas_status", r"cudnn_status",
-    r"nvlink", r"aer:", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
+    r"nvlink", r"aer:", r"pcie bus error", r"xfs \(", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
     r"by peer", r"interrupt", r"terminate", r"stalled",
 ]
 # Lines that say training is under way (for cuda-oom's at_start).
@@ -495,30 +497,8 @@ def _r_nccl_warn(t: str, low: str) -> list:
     return out
 
 
-_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\): (\d+)"
-                  r"(?:, pid=('?<unknown>'?|\d+))?(?:, name=([^,]+))?")
-
-
 def _r_xid(t: str, low: str) -> list:
-    out = []
-    if "xid" in low:
-        m = _XID.search(t)
-        if m:
-            a: dict = {"code": int(m.group(2)), "pci": m.group(1).lower()}
-            pid = m.group(3)
-            a["pid"] = int(pid) if pid and pid.isdigit() else None
-            name = (m.group(4) or "").strip()
-            a["process"] = None if not name or "unknown" in name else name
-            out.append(("xid", a))
-    if "fallen off the bus" in low or "gpu lost" in low or "unable to determine the device handle" in low \
-            or "gpu is lost" in low:
-        m = re.search(r"(?:PCI:|GPU ?)([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})", t)
-        a = {"text": t}
-        if m:
-            pci = m.group(1).lower()
-            a["pci"] = pci[-10:] if len(pci) > 10 else pci
-        out.append(("gpu-lost", a))
-    return out
+    return r_xid(t, low) + r_gpu_lost(t, low)
 
 
 def _r_ecc(t: str, low: str) -> list:
@@ -584,27 +564,13 @@ def _r_disk(t: str, low: str) -> list:
             if m:
                 a["path"] = m.group(1)
             out.append(("disk-full", a))
-    if any(w in low for w in ("input/output error", "errno 5]", "stale file handle", "read-only file system",
-                              "buffer i/o error", " i/o error")):
-        out.append(("io-error", {"text": t}))
-    m = re.search(r"nfs: server (\S+) not responding", t)
-    if m:
-        out.append(("nfs-stall", {"server": m.group(1), "text": t}))
+    out += r_io_error(t, low)
+    out += r_nfs(t, low)
     return out
 
 
-_OOMK = re.compile(r"Killed process (\d+) \(([^)]*)\)(?:.*?anon-rss:(\d+)kB)?")
-
-
 def _r_host_mem(t: str, low: str) -> list:
-    out = []
-    if "killed process" in low and "out of memory" in low:
-        m = _OOMK.search(t)
-        if m:
-            a: dict = {"pid": int(m.group(1)), "process": m.group(2)}
-            if m.group(3):
-                a["anon_rss_kb"] = int(m.group(3))
-            out.append(("oom-killer", a))
+    out = r_oom_killer(t, low)
     if "not enough memory" in low or "cannot allocate memory" in low or "bad_alloc" in low \
             or re.match(r"(?:\w+\.)*MemoryError\b", t):
         out.append(("host-oom", {"text": t}))
@@ -743,13 +709,7 @@ def _r_elastic(t: str, low: str) -> list:
 
 
 def _r_misc(t: str, low: str) -> list:
-    out = []
-    if "nvlink" in low and any(w in low for w in ("error", "fatal", "fail", "inactive", "down")):
-        out.append(("nvlink-error", {"text": t}))
-    m = re.search(r"AER: (Corrected|Uncorrected|Uncorrectable|Multiple Corrected|Multiple Uncorrected)", t)
-    if m:
-        out.append(("pcie-error", {"text": t, "severity": "corrected" if "Corrected" in m.group(1)
-                                   else "uncorrected"}))
+    out = r_nvlink(t, low) + r_pcie(t, low)
     if ("thermal" in low or "throttl" in low or "slowdown" in low) and any(
             w in low for w in ("gpu", "hw", "temperature", "nvrm", "clocks")):
         out.append(("thermal", {"text": t}))
@@ -757,7 +717,7 @@ def _r_misc(t: str, low: str) -> list:
 
 
 _VERSIONS = [
-    ("driver", re.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module\D*?(\d{3}\.\d+(?:\.\d+)?)")),
+    ("driver", DRIVER_LOADED),
     ("driver", re.compile(r"Driver Version:\s*(\d{3}\.\d+(?:\.\d+)?)")),
     ("driver", re.compile(r"NVIDIA-SMI (\d{3}\.\d+(?:\.\d+)?)")),
     ("cuda", re.compile(r"CUDA Version:?\s*(\d+\.\d+(?:\.\d+)?)")),

@@ -1,0 +1,151 @@
+"""df: how full every real filesystem is, and the size of /dev/shm.
+
+Command: ``df -hP; echo; df -iP`` (sizes, then inodes; POSIX format, one line per mount).
+
+Formats handled: GNU coreutils ``df -h`` / ``-hP`` / ``-P`` (1024-blocks) / ``-i`` / ``-ih``,
+busybox ``df -h`` (``Available`` column, one-decimal sizes), sizes with a decimal comma
+(``3,8G``) or point, ``-`` for an unknown percentage, device names long enough that non-POSIX df
+wrapped the numbers onto the next line, and several tables one after another.  Which table a
+row belongs to is told by the header line before it (``Size``/``1K-blocks``/``Inodes``).
+
+Findings: ``shm-usage`` for /dev/shm (size_bytes, used_pct, docker_default when it is Docker's
+64 MB default) and ``disk-usage`` for every other real mount (mount, device, used_pct,
+size_bytes, avail_bytes; ``inodes: true`` for rows of the inode table).  Skipped: tmpfs/devtmpfs
+other than /dev/shm, /proc, /sys, /dev, snap and loop mounts, and bind mounts repeating another
+row's figures (Docker's /etc/hosts and friends, overlay layers).  Nothing is flagged here; the
+knowledge rules decide what counts as full (e.g. ``{kind: disk-usage, min_used_pct: 95}``).
+
+Fixtures (tests/fixtures/df, sources in SOURCES.jsonl there): full root filesystems on a large
+Ubuntu server, a DGX-1 with Lustre (JADE) and a Nextcloud VM with a decimal-comma locale and
+snap mounts; busybox df in a default Docker container (64M /dev/shm, moby/moby); inode
+exhaustion shown by ``df -ih`` (NixOS); a healthy GitHub Actions runner.
+"""
+
+from __future__ import annotations
+
+import re
+
+from collectors.findings import Finding
+from collectors.registry import Collector
+
+NAME = "df"
+
+DOCKER_SHM_BYTES = 64 * 1024 * 1024
+_UNITS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+_SIZE = re.compile(r"^(\d+(?:[.,]\d+)?)([KMGTPE]?)(?:i?B)?$", re.IGNORECASE)
+_ROW = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+%|-)\s+(.+)$")
+_WRAPPED = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\d+%|-)\s+(.+)$")  # numbers of a wrapped row
+_HEADER = re.compile(r"(?i)^filesystem\b|\bmounted on\s*$")
+_PSEUDO_DEVICES = {"tmpfs", "devtmpfs", "udev", "efivarfs", "devfs", "proc", "sysfs", "cgroup", "cgroup2",
+                   "none_tmpfs", "shm"}
+_PSEUDO_MOUNTS = ("/proc", "/sys", "/dev", "/snap/", "/run")
+
+
+def _size(value: str, unit_bytes: int | None) -> int | None:
+    """'3,8G' -> bytes; plain numbers are in ``unit_bytes`` (None: bytes, as df -h prints them)."""
+    m = _SIZE.match(value.strip())
+    if not m:
+        return None
+    num = float(m.group(1).replace(",", "."))
+    suffix = m.group(2).upper()
+    if suffix:
+        return int(round(num * 1024 ** _UNITS[suffix]))
+    return int(round(num * (unit_bytes or 1)))
+
+
+def _skip(device: str, mount: str) -> bool:
+    if mount == "/dev/shm":
+        return False
+    if device in _PSEUDO_DEVICES or device.startswith("/dev/loop"):
+        return True
+    return any(mount == p.rstrip("/") or mount.startswith(p.rstrip("/") + "/") for p in _PSEUDO_MOUNTS)
+
+
+def parse(text: str) -> tuple[list[Finding], list[str]]:
+    findings: list[Finding] = []
+    unparsed: list[str] = []
+    if not text.strip():
+        return [], ["empty output: df printed nothing"]
+    inodes = False
+    unit_bytes: int | None = None   # None: human sizes; else the block size of a -P/-k table
+    pending: tuple[str, int] | None = None  # a device name alone on its line (wrapped row)
+    # Rows kept per table, so that bind mounts repeating a row can be dropped.
+    seen: dict[tuple, Finding] = {}
+    lines = text.splitlines()
+    for line_no, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if _HEADER.search(line):
+            low = line.lower()
+            inodes = "inode" in low
+            m = re.search(r"(\d+)[kK]?-blocks", low)
+            if inodes or "size" in low:
+                unit_bytes = None
+            elif m:
+                unit_bytes = int(m.group(1)) * (1024 if "k-blocks" in low else 1)
+            pending = None
+            continue
+        m = _ROW.match(line)
+        device = None
+        if m:
+            device, size, used, avail, pct, mount = m.groups()
+        elif pending is not None:
+            w = _WRAPPED.match(line)
+            if w:
+                device = pending[0]
+                size, used, avail, pct, mount = w.groups()
+                line = f"{device} {line}"
+        if device is None:
+            if len(line.split()) == 1 and line_no < len(lines) and _WRAPPED.match(lines[line_no].strip()):
+                pending = (line, line_no)
+                continue
+            unparsed.append(line)
+            pending = None
+            continue
+        pending = None
+        mount = mount.strip()
+        if _skip(device, mount) or pct == "-":
+            continue
+        used_pct = int(pct.rstrip("%"))
+        if mount == "/dev/shm":
+            if inodes:
+                continue
+            size_bytes = _size(size, unit_bytes)
+            attrs: dict = {"used_pct": used_pct}
+            if size_bytes is not None:
+                attrs["size_bytes"] = size_bytes
+                # df -h rounds: "64M" and "64.0M" are both Docker's 64 MiB default.
+                attrs["docker_default"] = abs(size_bytes - DOCKER_SHM_BYTES) < 512 * 1024
+            findings.append(Finding(kind="shm-usage", attrs=attrs, line=line, line_no=line_no, source=NAME))
+            continue
+        attrs = {"mount": mount, "device": device, "used_pct": used_pct, "inodes": inodes}
+        if not inodes:
+            for key, value in (("size_bytes", size), ("avail_bytes", avail)):
+                got = _size(value, unit_bytes)
+                if got is not None:
+                    attrs[key] = got
+        key = (inodes, device, size, used, avail)
+        finding = Finding(kind="disk-usage", attrs=attrs, line=line, line_no=line_no, source=NAME)
+        earlier = seen.get(key)
+        if earlier is not None:
+            # The same filesystem mounted again (bind mount, overlay layer): keep the shortest path.
+            if len(mount) < len(earlier.attrs["mount"]):
+                findings[findings.index(earlier)] = finding
+                seen[key] = finding
+            continue
+        seen[key] = finding
+        findings.append(finding)
+    return findings, unparsed
+
+
+COLLECTOR = Collector(
+    name=NAME,
+    command="df -hP; echo; df -iP",
+    parse=parse,
+    binaries=("df",),
+    timeout=30.0,
+    root=False,
+    description="Filesystem usage (space and inodes) of every real mount, and the size and use of /dev/shm.",
+    tags=("checkpoint-storage", "shared-memory"),
+)

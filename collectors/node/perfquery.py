@@ -1,0 +1,87 @@
+"""perfquery: InfiniBand port error counters of the local HCA port.
+
+Command: ``perfquery -x`` (extended 64-bit counters), falling back to plain ``perfquery``.
+
+Formats handled: the header ``# Port extended counters: Lid N port N (CapMask: ...)`` or
+``# Port counters: Lid N port N ...`` followed by ``Name:........value`` lines, from
+infiniband-diags 1.6+ and rdma-core; the short counter names of older infiniband-diags
+(``SymbolErrors``, ``LinkRecovers``, ``RcvErrors``, ``XmtDiscards``, ...) are mapped to the
+current ones.  Several headers (several ports) are kept apart.  ``ibwarn``/``iberror`` lines
+(no UMAD access, RoCE-only node) are reported as unparsed notes.
+
+Findings: one ``nic-counter`` (device ``lid N port N``, counter, value) for each non-zero error
+counter: SymbolErrorCounter, LinkErrorRecoveryCounter, LinkDownedCounter, PortRcvErrors,
+PortRcvRemotePhysicalErrors, PortXmitDiscards, LocalLinkIntegrityErrors,
+ExcessiveBufferOverrunErrors, VL15Dropped.  Data and packet counters are read but not reported.
+
+Fixture (tests/fixtures/perfquery, source in SOURCES.jsonl there): ``perfquery -x 10 1`` on an
+idle RHEL 7.5 port, all counters 0 (linux-rdma/infiniband-diags#16).
+"""
+
+from __future__ import annotations
+
+import re
+
+from collectors.findings import Finding
+from collectors.registry import Collector
+
+NAME = "perfquery"
+
+ERROR_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter", "PortRcvErrors",
+                  "PortRcvRemotePhysicalErrors", "PortXmitDiscards", "LocalLinkIntegrityErrors",
+                  "ExcessiveBufferOverrunErrors", "VL15Dropped")
+# Names printed by infiniband-diags before 1.5.
+_OLD_NAMES = {"SymbolErrors": "SymbolErrorCounter", "LinkRecovers": "LinkErrorRecoveryCounter",
+              "LinkDowned": "LinkDownedCounter", "RcvErrors": "PortRcvErrors",
+              "RcvRemotePhysErrors": "PortRcvRemotePhysicalErrors", "XmtDiscards": "PortXmitDiscards",
+              "LinkIntegrityErrors": "LocalLinkIntegrityErrors", "ExcBufOverrunErrors": "ExcessiveBufferOverrunErrors"}
+
+_HEADER = re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid (\d+) port (\d+)", re.IGNORECASE)
+_COUNTER = re.compile(r"^(\w+):\.*\s*(0x[0-9a-fA-F]+|\d+)\s*$")
+_ERROR = re.compile(r"^(?:ibwarn|iberror|ibpanic|perfquery:)", re.IGNORECASE)
+
+
+def parse(text: str) -> tuple[list[Finding], list[str]]:
+    findings: list[Finding] = []
+    unparsed: list[str] = []
+    if not text.strip():
+        return [], ["empty output: perfquery printed nothing"]
+    device = "local port"
+    for line_no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        m = _HEADER.match(line)
+        if m:
+            device = f"lid {m.group(1)} port {m.group(2)}"
+            continue
+        if _ERROR.match(line):
+            unparsed.append(line)
+            continue
+        m = _COUNTER.match(line)
+        if m:
+            name = _OLD_NAMES.get(m.group(1), m.group(1))
+            if name in ERROR_COUNTERS:
+                raw_value = m.group(2)
+                value = int(raw_value, 16) if raw_value.startswith(("0x", "0X")) else int(raw_value)
+                if value:
+                    findings.append(Finding(kind="nic-counter", attrs={"device": device, "counter": name,
+                                                                       "value": value},
+                                            line=line, line_no=line_no, source=NAME))
+            continue
+        if line.startswith("#"):
+            continue  # a pasted command line or another comment
+        unparsed.append(line)
+    return findings, unparsed
+
+
+COLLECTOR = Collector(
+    name=NAME,
+    command="perfquery -x 2>/dev/null || perfquery",
+    parse=parse,
+    binaries=("perfquery",),
+    timeout=15.0,
+    root=True,
+    description="InfiniBand port error counters (symbol errors, link downed, receive errors, discards...).",
+    tags=("communication",),
+)
