@@ -42,6 +42,8 @@ def _add_collection_flags(p: argparse.ArgumentParser) -> None:
                    help="above this many nodes, collect through one srun step in the job (default 128)")
     g.add_argument("--only", help="comma-separated collectors to run (default: all)")
     g.add_argument("--connect-timeout", type=float, default=10.0, help="SSH connect timeout, seconds")
+    g.add_argument("--command-timeout", type=float,
+                   help="limit for each collector command on a node, seconds (default: each collector's own)")
 
 
 class Failure(Exception):
@@ -161,7 +163,7 @@ def _collect(args, logs: Sequence[str] = ()):
     from collectors.remote import SSHSettings
 
     settings = SSHSettings(args.ssh_config, connect_timeout=args.connect_timeout)
-    cols = inv.select_collectors(args.only)
+    cols = inv.select_collectors(args.only, args.command_timeout)
     if getattr(args, "local", False):
         p = inv.Plan(job=None, nodes=[])
         results = inv.local_collection(cols)

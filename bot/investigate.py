@@ -32,15 +32,18 @@ class Plan:
     ssh: dict = field(default_factory=dict)  # inventory SSH settings: user, port, identity_file
 
 
-def select_collectors(only: str | None = None) -> list[Collector]:
+def select_collectors(only: str | None = None, timeout: float | None = None) -> list[Collector]:
+    """The collectors to run (all, or the comma-separated ``only``), with an optional time limit each."""
+    from dataclasses import replace
+
     registry = collectors()
-    if not only:
-        return list(registry.values())
-    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    wanted = [w.strip() for w in only.split(",") if w.strip()] if only else list(registry)
     unknown = [w for w in wanted if w not in registry]
     if unknown:
         raise ResolveError(f"unknown collector(s) {', '.join(unknown)}; known: {', '.join(registry)}")
-    return [registry[w] for w in wanted]
+    if timeout is not None and timeout <= 0:
+        raise ResolveError("--command-timeout must be a positive number of seconds")
+    return [replace(registry[w], timeout=timeout) if timeout else registry[w] for w in wanted]
 
 
 def plan(*, job: str | None = None, nodes: str | None = None, inventory: str | None = None,
