@@ -18,6 +18,7 @@ def test_wheel_ships_entries_catalog_and_console_script(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"knowledge/entries/{p.relative_to(entries_dir()).as_posix()}" for p in entry_files(entries_dir())}
     assert shipped and shipped <= names, sorted(shipped - names)[:5]
-    assert {"knowledge/xid_catalog.py", "collectors/trainlog.py", "bot/cli.py", "bot/render/terminal.py"} <= names
+    assert {"knowledge/xid_catalog.py", "collectors/trainlog.py", "bot/cli.py", "bot/render/terminal.py",
+            "collectors/node/kernel_log.py", "collectors/node/nvml.py", "collectors/nvml_probe.py"} <= names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "gpu-triage = bot.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()

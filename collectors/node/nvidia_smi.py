@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
-from collectors.node._nv import integer, is_missing, is_prompt
+from collectors.node._nv import integer, is_prompt
 from collectors.registry import Collector
 
 NAME = "nvidia-smi"
@@ -132,6 +132,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
                     if "ERR!" in line and not any(f.kind == "gpu-lost" and f.attrs.get("pci") ==
                                                   current.attrs["bus_id"] for f in findings):
                         add("gpu-lost", {"pci": current.attrs["bus_id"], "text": line.strip()}, line, no)
+                    current = None  # later rows (MIG device tables) are not this GPU's
                     continue
             # Other table rows: column titles, MIG mode, MIG device tables.
             continue
