@@ -24,9 +24,9 @@ def node(name, outputs, status="ok", detail=""):
 
 def sample_nodes():
     xid_log = (FIX / "kernel-log" / "11.txt").read_text()
-    healthy = (FIX / "kernel-log" / "02.txt").read_text()
+    healthy_df = (FIX / "df" / "06.txt").read_text()
     return {
-        "gpu01": node("gpu01", [("kernel-log", healthy, 0)]),
+        "gpu01": node("gpu01", [("df", healthy_df, 0)]),
         "gpu07": node("gpu07", [("kernel-log", xid_log, 0), ("ibstat", "", 124)], "partial", "timed out: ibstat"),
         "gpu09": NodeResult("gpu09", "unreachable", "gpu09:22: connection refused"),
     }
