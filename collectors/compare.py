@@ -94,7 +94,7 @@ def _ib_ports(per_node: dict[str, list[Finding]]) -> list[Finding]:
             evidence[(node, *key)] = f
     for key in sorted(states):
         for node, value, others in _odd(states[key]):
-            out.append(_mismatch(node, f"ib-port {key[0]}/{key[1]}", value, others, evidence[(node, *key)],
+            out.append(_mismatch(node, "ib-port", value, others, evidence[(node, *key)],
                                  device=key[0], port=key[1]))
     return out
 

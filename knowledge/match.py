@@ -12,9 +12,10 @@ How a confidence is made (``--explain`` prints the same story for each cause):
 * entries marked ``symptom`` (the "remote process exited" chorus, and wrappers such as NCCL's
   "unhandled system error" that say "look underneath") are halved when a specific cause reached
   0.5, so the echo never outranks what it echoes;
-* an entry needs primary evidence: a signature, a phrase, or a finding rule of weight 0.5 or
-  more. Rules of lower weight only support; alone they cap the entry at 0.3, below the bar. The
-  first-error vote counts only when primary evidence sits on the first error line.
+* an entry needs primary evidence: a signature, a phrase, a finding rule of weight 0.5 or more,
+  or supporting findings of two different kinds that agree. One kind of supporting finding alone
+  caps the entry at 0.3, below the bar. The first-error vote counts only when primary evidence
+  sits on the first error line.
 
 Only causes at or above ``CONFIDENT`` are reported; below it the reply says "no confident cause".
 """
@@ -342,7 +343,9 @@ class Matcher:
             explain.append(f"+{W_FIRST_ERROR}: includes the first error in time (line {first_error.line_no})")
         confidence = 1.0 - math.prod(1.0 - w for w in weights)
         confidence = min(confidence * penalty, 0.99)
-        if not primary:
+        if not primary and len({f.kind for f in used}) >= 2:
+            explain.append("two kinds of supporting findings agree: no cap")
+        elif not primary:
             confidence = min(confidence, SUPPORT_ONLY_CAP)
             explain.append(f"capped at {SUPPORT_ONLY_CAP}: only supporting findings (weight < {PRIMARY_RULE}), "
                            "no signature, phrase or primary finding")
