@@ -81,7 +81,7 @@ def _mapped(host: str, port: int, known_hosts: Sequence[str] = ()) -> Iterator[N
             raise HostKeyMismatch(host, port, (
                 f"{where}: unknown host key (not in {kh}). Verify and add it: "
                 f"`ssh-keyscan -p {port} {host} >> ~/.ssh/known_hosts` after checking the fingerprint")) from exc
-        if "timed out" in text.lower() or "timeout" in text.lower():
+        if any(w in text.lower() for w in ("timed out", "timeout", "protocol banner", "no existing session")):
             raise Timeout(host, port, f"{where}: SSH handshake timed out; is sshd overloaded?") from exc
         raise Unreachable(host, port, f"{where}: SSH error: {text}") from exc
     except (socket.timeout, TimeoutError) as exc:
@@ -92,6 +92,8 @@ def _mapped(host: str, port: int, known_hosts: Sequence[str] = ()) -> Iterator[N
                                       "in the SSH config") from exc
     except (ConnectionRefusedError, paramiko.ssh_exception.NoValidConnectionsError) as exc:
         raise Unreachable(host, port, f"{where}: connection refused; is sshd running and the Port right?") from exc
+    except ConnectionResetError as exc:
+        raise Unreachable(host, port, f"{where}: the connection was reset during the handshake") from exc
     except OSError as exc:
         raise Unreachable(host, port, f"{where}: {exc.strerror or exc}") from exc
     except EOFError as exc:
@@ -112,6 +114,16 @@ class Target:
     strict: bool = True
     connect_timeout: float = 10.0
     proxy_jump: str | None = None
+
+
+def quiet_paramiko() -> None:
+    """paramiko logs handshake failures as tracebacks on stderr; the node's status says it instead."""
+    import logging
+
+    logger = logging.getLogger("paramiko")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
 
 
 def _expand(path: str) -> str:
@@ -180,6 +192,7 @@ class Connection:
         self.client = None
 
     def open(self) -> "Connection":
+        quiet_paramiko()
         sock = None
         if self.target.proxy_jump:
             hops = [h.strip() for h in self.target.proxy_jump.split(",") if h.strip() and h.strip() != "none"]

@@ -17,3 +17,5 @@ def engine(data_dir):
     from bot.engine import Engine
 
     return Engine(data_dir=str(data_dir))
+
+from conftest_cluster import *  # noqa: E402,F401,F403  (the fake cluster and Slurm fixtures)

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Start a one-node Slurm cluster on this machine, on loopback, for gpu-triage's integration tests.
+#
+# Idempotent: run it twice and the second run only checks that the node is idle. It installs
+# nothing (.ci/run installs the Debian packages slurm-wlm and munge); it writes
+# /etc/slurm/slurm.conf and /etc/slurm/cgroup.conf, creates the munge key if missing, and starts
+# munged, slurmctld and slurmd as plain background daemons (no systemd needed), then waits until
+# `sinfo` shows the node idle. Stop everything with tests/slurm/teardown.sh.
+#
+# Needs root (it writes /etc/slurm, /etc/munge and /var/spool). Exit 0: the cluster answers;
+# exit 1: it could not be started, with the reason and the daemons' log tails on stderr.
+set -euo pipefail
+
+CONF_DIR=/etc/slurm
+CONF=$CONF_DIR/slurm.conf
+LOG_DIR=/var/log/slurm
+STATE_DIR=/var/spool/slurmctld
+SPOOL_DIR=/var/spool/slurmd
+WAIT_S=${SLURM_SETUP_WAIT_S:-60}
+
+die() {
+    echo "tests/slurm/setup.sh: $*" >&2
+    for f in /var/log/munge/munged.log "$LOG_DIR/slurmctld.log" "$LOG_DIR/slurmd.log"; do
+        [ -r "$f" ] && { echo "--- last lines of $f:" >&2; tail -n 15 "$f" >&2; }
+    done
+    exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (it writes $CONF_DIR, /etc/munge and /var/spool); try: sudo $0"
+for bin in munged munge slurmctld slurmd sinfo scontrol sbatch; do
+    command -v "$bin" >/dev/null || die "'$bin' not found: install the Debian packages slurm-wlm and munge (apt-get install slurm-wlm munge), as .ci/run does"
+done
+
+NODE=$(hostname -s)
+[ -n "$NODE" ] || die "hostname -s printed nothing; set a hostname first"
+
+# --- munge -----------------------------------------------------------------------------------
+install -d -o munge -g munge -m 0700 /etc/munge /var/log/munge
+install -d -o munge -g munge -m 0711 /var/lib/munge
+install -d -o munge -g munge -m 0755 /run/munge
+if [ ! -s /etc/munge/munge.key ]; then
+    # Debian's postinst normally creates it; a minimal image may not have.
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+fi
+chown munge:munge /etc/munge/munge.key
+chmod 0400 /etc/munge/munge.key
+
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    runuser -u munge -- /usr/sbin/munged || die "munged did not start"
+    for _ in $(seq 1 50); do
+        munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    munge -n | unmunge >/dev/null || die "munge credentials do not round-trip (munge -n | unmunge)"
+fi
+
+# --- slurm.conf --------------------------------------------------------------------------------
+# The node line is what slurmd itself detects (real CPU count, sockets/cores/threads and memory),
+# so the node never comes up INVALID for a configuration mismatch.
+NODE_LINE=$(slurmd -C | head -n 1)
+case "$NODE_LINE" in NodeName=*) ;; *) die "slurmd -C printed an unexpected line: $NODE_LINE" ;; esac
+
+install -d -m 0755 "$CONF_DIR"
+install -d -o slurm -g slurm -m 0755 "$LOG_DIR" "$STATE_DIR"
+install -d -m 0755 "$SPOOL_DIR"
+
+NEW_CONF=$(mktemp)
+trap 'rm -f "$NEW_CONF"' EXIT
+cat >"$NEW_CONF" <<CONF
+# Written by gpu-triage tests/slurm/setup.sh: a one-node test cluster on loopback. Do not use in production.
+ClusterName=gputriage
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmUser=slurm
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+SlurmctldPort=6817
+SlurmdPort=6818
+StateSaveLocation=$STATE_DIR
+SlurmdSpoolDir=$SPOOL_DIR
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=$LOG_DIR/slurmctld.log
+SlurmdLogFile=$LOG_DIR/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+# No cgroups: processes are tracked through /proc and tasks are not confined.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+# No slurmdbd: sacct has nothing to read; gpu-triage's resolver falls back to scontrol.
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+ReturnToService=2
+# Keep finished jobs in slurmctld's memory for a day, so that 'scontrol show job' answers for a
+# job that already failed (the default, 300 s, is shorter than a slow CI run).
+MinJobAge=86400
+MpiDefault=none
+# Bind slurmctld and slurmd to 127.0.0.1 (SlurmctldHost and NodeAddr below), not to every address.
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
+$NODE_LINE NodeAddr=127.0.0.1 State=UNKNOWN
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+CONF
+
+CHANGED=0
+if ! cmp -s "$NEW_CONF" "$CONF"; then
+    install -m 0644 "$NEW_CONF" "$CONF"
+    CHANGED=1
+fi
+cat >"$CONF_DIR/cgroup.conf.new" <<'CONF'
+# Written by gpu-triage tests/slurm/setup.sh. Unused: slurm.conf selects proctrack/linuxproc and
+# task/none, so no cgroup plugin is loaded; the file only keeps tools that look for it quiet.
+CgroupPlugin=autodetect
+CONF
+mv "$CONF_DIR/cgroup.conf.new" "$CONF_DIR/cgroup.conf"
+
+# --- daemons -----------------------------------------------------------------------------------
+running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+if [ "$CHANGED" = 1 ] && running /run/slurmctld.pid; then
+    scontrol reconfigure || true
+fi
+if ! running /run/slurmctld.pid; then
+    slurmctld || die "slurmctld did not start"
+fi
+if ! running /run/slurmd.pid; then
+    slurmd || die "slurmd did not start"
+fi
+
+state=""
+for _ in $(seq 1 $((WAIT_S * 5))); do
+    # `scontrol ping` fails at once while slurmctld is not up; `sinfo` would retry for ~10 s.
+    scontrol ping >/dev/null 2>&1 || { sleep 0.2; continue; }
+    state=$(sinfo -h -n "$NODE" -o '%t' 2>/dev/null | head -n 1 || true)
+    case "$state" in
+        idle|mix|alloc) break ;;
+        down*|drain*|inval*) scontrol update NodeName="$NODE" State=RESUME 2>/dev/null || true ;;
+    esac
+    sleep 0.2
+done
+case "$state" in
+    idle|mix|alloc) echo "slurm: node $NODE is $state (slurm $(sinfo -V | awk '{print $2}'), conf $CONF)" ;;
+    *) die "node $NODE is not idle after ${WAIT_S}s (sinfo state: '${state:-no answer}')" ;;
+esac
