@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Sequence
 
 from collectors import trainlog
-from collectors.findings import Finding, FirstError
+from collectors.findings import Finding, FirstError, LogLine
 from knowledge.match import CONFIDENT, Cause, Matcher
 from knowledge.store import Store
 from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
@@ -117,6 +117,14 @@ class Engine:
         else:
             parsed = trainlog.ParseResult(findings=[], lines=[], first_error=None, sources=[], bytes_read=0,
                                           lines_read=0, truncated=False, warnings=[])
+        # the lines behind node findings (an XID line from a node's kernel log) are matched by the
+        # entries' text signatures too, exactly as the same line pasted into a log would be
+        seen = set()
+        for f in findings:
+            key = (f.node, f.source, f.line_no)
+            if f.line and f.source != "compare" and key not in seen:
+                seen.add(key)
+                parsed.lines.append(LogLine(text=f.line, line_no=f.line_no or 0, node=f.node, source=f.source))
         diagnosis = self.diagnose_parsed(parsed, started, extra_findings=findings)
         diagnosis.nodes = [{"node": n.node, "status": n.status, "detail": n.detail}
                            for n in bundle.nodes.values()]

@@ -92,10 +92,30 @@ def _ib_ports(per_node: dict[str, list[Finding]]) -> list[Finding]:
             key = (str(f.attrs["device"]), str(f.attrs.get("port", 1)))
             states.setdefault(key, {})[node] = str(f.attrs["state"])
             evidence[(node, *key)] = f
+    flagged = set()
     for key in sorted(states):
         for node, value, others in _odd(states[key]):
+            flagged.add(node)
             out.append(_mismatch(node, "ib-port", value, others, evidence[(node, *key)],
                                  device=key[0], port=key[1]))
+    # Nodes built alike but with other HCA names (or captures from other machines) still differ
+    # in how many ports are not Active: the only node with a port down is the odd one out.
+    inactive: dict[str, int] = {}
+    first_down: dict[str, Finding] = {}
+    for node, findings in per_node.items():
+        ports = [f for f in _first(findings, "ib-port") if f.attrs.get("state") is not None]
+        if not ports:
+            continue
+        down = [f for f in ports if str(f.attrs["state"]).lower() != "active"]
+        inactive[node] = len(down)
+        if down:
+            first_down[node] = down[0]
+    for node, value, others in _odd(inactive):
+        if node in flagged or not value or node not in first_down:
+            continue
+        f = first_down[node]
+        out.append(_mismatch(node, "ib-port", f.attrs["state"], f"{others[0]} ports not Active on the peers",
+                             f, device=f.attrs.get("device"), port=f.attrs.get("port")))
     return out
 
 

@@ -353,13 +353,17 @@ class Matcher:
 
 
 def _source_kind(source: str) -> str:
-    """Training logs count as one source whatever their file name; collectors by their name."""
+    """Training logs count as one source whatever their file name; collectors by their name.
+
+    Node collectors use DESIGN.md's bundle names, and cross-node comparison is "compare"; a
+    training log is a file name (or "paste"), so anything with a dot or a slash is a log.
+    """
     return source if source in _COLLECTOR_SOURCES else "log"
 
 
 _COLLECTOR_SOURCES = {
     "kernel-log", "ibstat", "ip-link", "df", "free", "ulimit-l", "nvidia-smi", "nvidia-smi-query",
-    "nvidia-smi-q", "nvidia-smi-topo", "nvml", "iostat", "ethtool-S", "perfquery", "processes",
+    "nvidia-smi-q", "nvidia-smi-topo", "nvml", "iostat", "ethtool-S", "perfquery", "processes", "compare",
 }
 
 
