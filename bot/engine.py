@@ -35,31 +35,40 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     registry = collectors()
     per_node: dict[str, list[Finding]] = {}
     notes: list[str] = []
+    said: dict[str, list[str]] = {}  # note -> nodes, so forty nodes without pynvml say it once
+
+    def note(node: str, text: str) -> None:
+        said.setdefault(text, []).append(node)
+
     for node in bundle.nodes.values():
         found: list[Finding] = []
         for name, text in node.outputs.items():
             col = registry.get(name)
             meta = node.meta.get(name, {})
             if meta.get("exit") == 127:
-                notes.append(f"{node.node}: {name} not checked (command not found on the node)")
+                note(node.node, f"{name} not checked (command not found on the node)")
                 continue
             if meta.get("timed_out"):
-                notes.append(f"{node.node}: {name} not checked (timed out)")
+                note(node.node, f"{name} not checked (timed out)")
             if col is None:
-                notes.append(f"{node.node}: no parser for {name}; kept in the bundle")
+                note(node.node, f"no parser for {name}; its output is kept in the bundle")
                 continue
             try:
                 parsed, unparsed = col.parse(text)
             except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the other nodes
-                notes.append(f"{node.node}: the {name} parser failed ({exc.__class__.__name__}); output kept")
+                note(node.node, f"the {name} parser failed ({exc.__class__.__name__}); its output is kept")
                 continue
             for f in parsed:
                 f.node = node.node
                 f.source = name
             found.extend(parsed)
-            if unparsed and len(unparsed) > 0 and name != "kernel-log":
-                notes.append(f"{node.node}: {name}: {len(unparsed)} line(s) not understood")
+            if unparsed and name != "kernel-log":
+                more = f" (+{len(unparsed) - 1} more)" if len(unparsed) > 1 else ""
+                note(node.node, f"{name}: {unparsed[0][:100]}{more}")
         per_node[node.node] = found
+    for text, nodes in said.items():
+        where = ", ".join(nodes[:6]) + (f" and {len(nodes) - 6} more" if len(nodes) > 6 else "")
+        notes.append(f"{text} — {where}")
     findings = [f for fs in per_node.values() for f in fs]
     findings.extend(compare({n: fs for n, fs in per_node.items() if fs}))
     return findings, notes

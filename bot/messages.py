@@ -54,6 +54,12 @@ TEXT: dict[str, dict[str, str]] = {
                   "zh": "作业闲置每小时花费 {cur} {idle}；该支持方式约 {cur} {cost}（约等于闲置 {hours} 小时）"},
     "tier_cost": {"en": "this tier ~{cur} {cost}", "zh": "该支持方式约 {cur} {cost}"},
     "tier_changed": {"en": "tier raised from {old}: {why}", "zh": "支持级别由 {old} 调整：{why}"},
+    "nodes": {"en": "Nodes", "zh": "节点"},
+    "nodes_ok": {"en": "{n} checked and reachable", "zh": "{n} 个已检查且可达"},
+    "nodes_not_checked": {"en": "not fully checked (never read these as healthy)",
+                          "zh": "未完全检查（不能当作健康）"},
+    "odd_one_out": {"en": "Not like the others", "zh": "与其他节点不同"},
+    "odd_line": {"en": "{node}: {what} is {value} (others: {others})", "zh": "{node}：{what} 为 {value}（其他节点：{others}）"},
     "xid_detail": {"en": "XID {code}: {name}. {action}", "zh": "XID {code}：{name}。{action}"},
 }
 

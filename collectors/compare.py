@@ -114,7 +114,7 @@ def _ib_ports(per_node: dict[str, list[Finding]]) -> list[Finding]:
         if node in flagged or not value or node not in first_down:
             continue
         f = first_down[node]
-        out.append(_mismatch(node, "ib-port", f.attrs["state"], f"{others[0]} ports not Active on the peers",
+        out.append(_mismatch(node, "ib-port", f.attrs["state"], "all ports Active" if others[0] == 0 else f"{others[0]} ports not Active",
                              f, device=f.attrs.get("device"), port=f.attrs.get("port")))
     return out
 

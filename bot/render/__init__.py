@@ -55,6 +55,11 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
         "stats": {"sources": diagnosis.sources, "lines": diagnosis.lines_read, "bytes": diagnosis.bytes_read,
                   "seconds": round(diagnosis.seconds, 4)},
     }
+    out["odd_nodes"] = [
+        {"node": f.node, "what": f.attrs.get("what"), "value": f.attrs.get("value"), "others": f.attrs.get("others"),
+         "text": t("odd_line", lang, node=f.node, what=f.attrs.get("what"), value=f.attrs.get("value"),
+                   others=f.attrs.get("others"))}
+        for f in diagnosis.findings if f.kind == "node-mismatch"]
     if not diagnosis.causes:
         out["message"] = t("no_cause", lang)
         out["generic_next_steps"] = [{"command": s["command"], "why": pick(s["why"], lang)} for s in GENERIC_STEPS]

@@ -63,6 +63,12 @@ def render(doc: dict[str, Any]) -> str:
         out += [doc["message"], "", f"## {t('generic_steps', lang)}", ""]
         out += [f"{n}. `{s['command']}` — {s['why']}" for n, s in enumerate(doc["generic_next_steps"], 1)]
         out.append("")
+    nodes = doc.get("nodes") or []
+    if nodes:
+        out += [f"## {t('nodes', lang)}", "", "| node | status | detail |", "|---|---|---|"]
+        out += [f"| {n['node']} | {n['status']} | {n['detail'].replace('|', '/')[:200]} |" for n in nodes] + [""]
+    if doc.get("odd_nodes"):
+        out += [f"## {t('odd_one_out', lang)}", ""] + [f"- {o['text']}" for o in doc["odd_nodes"]] + [""]
     fe = doc.get("first_error")
     if fe:
         who = ", ".join(x for x in (f"rank {fe['rank']}" if fe.get("rank") is not None else "", fe.get("node") or "",

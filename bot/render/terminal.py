@@ -16,7 +16,6 @@ def _conf_style(conf: float) -> str:
 
 def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.text import Text
 
     console = Console(file=file, highlight=False, soft_wrap=True)
@@ -71,6 +70,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     for cand in doc.get("candidates", []):
         console.print(Text(f"  below threshold: {cand['id']} {cand['confidence']:.2f} — " + "; ".join(cand["explain"]),
                            style="dim"))
+    _nodes(console, doc, Text)
     fe = doc.get("first_error")
     if fe:
         who = ", ".join(x for x in (f"rank {fe['rank']}" if fe.get("rank") is not None else "", fe.get("node") or "",
@@ -81,6 +81,24 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     for w in doc.get("warnings", []):
         console.print(Text(f"{t('warnings', lang)}: {w}", style="yellow"))
     s = doc["stats"]
-    console.print(Text(t("scanned", lang, lines=s["lines"], mb=s["bytes"] / 1e6, sources=", ".join(s["sources"]) or "-",
-                         secs=s["seconds"]), style="dim"))
-    _ = escape
+    if s["sources"]:
+        console.print(
+            Text(t("scanned", lang, lines=s["lines"], mb=s["bytes"] / 1e6, sources=", ".join(s["sources"]),
+                   secs=s["seconds"]), style="dim"))
+
+
+def _nodes(console, doc: dict[str, Any], Text) -> None:
+    lang = doc["lang"]
+    nodes = doc.get("nodes") or []
+    if nodes:
+        ok = [n for n in nodes if n["status"] == "ok"]
+        bad = [n for n in nodes if n["status"] != "ok"]
+        console.print(Text.assemble((f"{t('nodes', lang)}: ", "bold"), t("nodes_ok", lang, n=len(ok))))
+        if bad:
+            console.print(Text(f"  {t('nodes_not_checked', lang)}:", style="yellow"))
+            for n in bad:
+                console.print(Text(f"    {n['node']:20} {n['status']:12} {n['detail'][:200]}", style="yellow"))
+    if doc.get("odd_nodes"):
+        console.print(Text(f"{t('odd_one_out', lang)}:", style="bold"))
+        for odd in doc["odd_nodes"]:
+            console.print(Text(f"  {odd['text']}"))
