@@ -166,6 +166,20 @@ class SSHSettings:
 
 # --- one connection ---------------------------------------------------------------------------
 
+MAX_SESSIONS = 8  # channels at once on one connection; sshd allows 10 by default (MaxSessions)
+
+
+@dataclass
+class _Running:
+    index: int
+    name: str
+    command: str
+    chan: object
+    started: float
+    deadline: float
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+
 
 @dataclass
 class CommandResult:
@@ -225,34 +239,48 @@ class Connection:
 
     def run(self, name: str, command: str, timeout: float) -> CommandResult:
         """Run one fixed command under ``timeout`` on the node; never raises for the command's failures."""
-        wrapped = f"timeout -k 3 {int(timeout)} sh -c {shlex.quote(command)}"
-        started = time.monotonic()
-        deadline = started + timeout + 8  # the node's `timeout` should win; this catches D-state hangs
+        return self.run_many([(name, command, timeout)])[0]
+
+    def run_many(self, jobs: Sequence[tuple[str, str, float]], parallel: int = MAX_SESSIONS) -> list[CommandResult]:
+        """Run several fixed commands over this one connection, up to ``parallel`` channels at once
+        (sshd's MaxSessions is 10 by default). Results come back in the order given."""
+        results: list[CommandResult | None] = [None] * len(jobs)
+        pending = list(enumerate(jobs))
+        active: list[_Running] = []
         transport = self.client.get_transport()
-        with _mapped(self.target.hostname, self.target.port):
-            chan = transport.open_session(timeout=self.target.connect_timeout)
-            chan.settimeout(1.0)
-            chan.exec_command(wrapped)
-        out, err = bytearray(), bytearray()
-        timed_out = False
-        while True:
-            if chan.recv_ready():
-                out += chan.recv(65536)
-            if chan.recv_stderr_ready():
-                err += chan.recv_stderr(65536)
-            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            if not (chan.recv_ready() or chan.recv_stderr_ready()):
-                time.sleep(0.005)
-        code = None if timed_out else chan.recv_exit_status()
-        chan.close()
-        if code == 124:
-            timed_out = True
-        return CommandResult(name, command, code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                             round(time.monotonic() - started, 3), timed_out)
+        while pending or active:
+            while pending and len(active) < parallel:
+                index, (name, command, timeout) = pending.pop(0)
+                wrapped = f"timeout -k 3 {int(timeout)} sh -c {shlex.quote(command)}"
+                with _mapped(self.target.hostname, self.target.port):
+                    chan = transport.open_session(timeout=self.target.connect_timeout)
+                    chan.exec_command(wrapped)
+                now = time.monotonic()
+                # the node's `timeout` should win; this deadline catches a command stuck in D state
+                active.append(_Running(index, name, command, chan, now, now + timeout + 8))
+            progressed = False
+            for run in list(active):
+                chan = run.chan
+                while chan.recv_ready():
+                    run.out += chan.recv(65536)
+                    progressed = True
+                while chan.recv_stderr_ready():
+                    run.err += chan.recv_stderr(65536)
+                    progressed = True
+                done = chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()
+                late = time.monotonic() > run.deadline
+                if done or late:
+                    code = None if late and not done else chan.recv_exit_status()
+                    chan.close()
+                    results[run.index] = CommandResult(
+                        run.name, run.command, code, run.out.decode("utf-8", "replace"),
+                        run.err.decode("utf-8", "replace"), round(time.monotonic() - run.started, 3),
+                        late and not done or code == 124)
+                    active.remove(run)
+                    progressed = True
+            if not progressed:
+                time.sleep(0.003)
+        return [r for r in results if r is not None]
 
     def close(self) -> None:
         for client in ([self.client] if self.client else []) + self._clients[::-1]:
@@ -307,10 +335,9 @@ def collect_node(settings: SSHSettings, node: str, collectors: Sequence[Collecto
         if progress:
             progress(node, "connecting", "")
         conn.open()
-        for col in collectors:
-            if progress:
-                progress(node, "running", col.name)
-            result.results.append(conn.run(col.name, col.command, col.timeout))
+        if progress:
+            progress(node, "running", ",".join(c.name for c in collectors))
+        result.results.extend(conn.run_many([(c.name, c.command, c.timeout) for c in collectors]))
         _summarise(result)
     except SSHError as exc:
         result.status, result.detail = exc.status, str(exc)
