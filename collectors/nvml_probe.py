@@ -131,14 +131,20 @@ def _read_gpu(nvml, handle, gpu, errors):
             gpu["processes"].append(entry)
 
 
-def main():
+def run_local():
+    """The probe's JSON, computed in this process (``gpu-triage collect --local`` uses it, so the
+    pynvml installed beside gpu-triage is used even when the system python3 lacks it)."""
     try:
         import pynvml
     except ImportError:
         result = {"status": "not-checked", "reason": "pynvml not installed"}
     else:
         result = probe(pynvml)
-    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+    return json.dumps(result, sort_keys=True) + "\n"
+
+
+def main():
+    sys.stdout.write(run_local())
 
 
 if __name__ == "__main__":

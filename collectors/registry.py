@@ -27,6 +27,7 @@ class Collector:
     root: bool = False             # needs root for full output (e.g. dmesg where restricted)
     description: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    local: Callable[[], str] | None = None  # in-process alternative for `collect --local` (stdout text)
 
 
 # Module names under collectors/node/, in the order collectors run and are shown.

@@ -371,6 +371,14 @@ def collect_local(collectors: Sequence[Collector], node: str | None = None) -> N
     started = time.monotonic()
     for col in collectors:
         t0 = time.monotonic()
+        if col.local is not None:
+            try:
+                out, code, err = col.local(), 0, ""
+            except Exception as exc:  # noqa: BLE001 - a probe failure is a result, not a crash
+                out, code, err = "", 1, f"{col.name}: {exc.__class__.__name__}: {exc}"
+            result.results.append(CommandResult(col.name, f"(in process) {col.command[:60]}", code, out, err,
+                                                round(time.monotonic() - t0, 3)))
+            continue
         try:
             proc = subprocess.run(["sh", "-c", col.command], capture_output=True, timeout=col.timeout)
             res = CommandResult(col.name, col.command, proc.returncode, proc.stdout.decode("utf-8", "replace"),

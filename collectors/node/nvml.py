@@ -13,6 +13,7 @@ import json
 import shlex
 from pathlib import Path
 
+from collectors import nvml_probe
 from collectors.findings import Finding
 from collectors.node._nv import pcie_attrs, problem_reasons, throttle_reasons
 from collectors.registry import Collector
@@ -149,6 +150,7 @@ COLLECTOR = Collector(
     command=command(),
     parse=parse,
     binaries=("python3",),
+    local=nvml_probe.run_local,
     timeout=30.0,
     root=False,
     description="NVML through pynvml (probe sent inline): ECC counts, remapped rows, PCIe link against its "
