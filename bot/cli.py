@@ -85,6 +85,14 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("logs", nargs="*", metavar="LOG", help="training logs to include in the bundle")
     _add_collection_flags(c)
 
+    sv = sub.add_parser("serve", help="run the Slack bot (Socket Mode by default)",
+                        description="Run the Slack bot. Socket Mode needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN; "
+                                    "--http needs SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET and serves Slack's "
+                                    "requests on /slack/events (and /healthz). SLACK_API_URL overrides the Web API.")
+    sv.add_argument("--http", action="store_true", help="HTTP mode with request-signature verification")
+    sv.add_argument("--host", default="127.0.0.1", help="HTTP mode: address to listen on (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=3000, help="HTTP mode: port (default 3000)")
+
     kb = sub.add_parser("kb", help="inspect and validate the knowledge base")
     kbsub = kb.add_subparsers(dest="kb_command", metavar="KB_COMMAND")
     ls = kbsub.add_parser("list", help="list entries")
@@ -115,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_diagnose(args)
         if args.command == "collect":
             return cmd_collect(args)
+        if args.command == "serve":
+            return cmd_serve(args)
         return cmd_kb(args)
     except Failure as exc:
         print(f"gpu-triage: {exc}", file=sys.stderr)
@@ -264,6 +274,41 @@ def cmd_collect(args) -> int:
           file=sys.stderr)
     for r in bad:
         print(f"  {r.node}: {r.status}: {r.detail}", file=sys.stderr)
+    return 0
+
+
+def cmd_serve(args) -> int:
+    import logging
+
+    from bot.slack.config import ConfigError, SlackConfig
+
+    try:
+        cfg = SlackConfig.from_env(http=args.http)
+        if args.data_dir:
+            cfg.data_dir = args.data_dir
+    except ConfigError as exc:
+        raise Failure(str(exc)) from exc
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from bot.slack.app import create_app
+
+    try:
+        app, ctx = create_app(cfg, http=args.http)
+    except _known_errors() as exc:
+        raise Failure(str(exc)) from exc
+    if args.http:
+        from bot.slack.http import make_server
+
+        try:
+            server = make_server(app, args.host, args.port)
+        except OSError as exc:
+            raise Failure(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; choose another --port") from exc
+        print(f"gpu-triage: serving Slack requests on http://{args.host}:{args.port}/slack/events", file=sys.stderr)
+        server.serve_forever()
+        return 0
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    print("gpu-triage: connecting to Slack in Socket Mode", file=sys.stderr)
+    SocketModeHandler(app, cfg.app_token, web_client=app.client).start()
     return 0
 
 

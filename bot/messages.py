@@ -89,3 +89,40 @@ def pick(bilingual: Any, lang: str) -> Any:
     if isinstance(bilingual, dict) and ("en" in bilingual or "zh" in bilingual):
         return bilingual.get(lang) or bilingual.get("en")
     return bilingual
+
+# --- the Slack bot -------------------------------------------------------------------------------
+TEXT.update({
+    "slack_ack": {"en": ":mag: On it: the diagnosis will appear here shortly.",
+                  "zh": ":mag: 正在处理，诊断结果稍后会出现在这里。"},
+    "slack_usage": {
+        "en": "Usage: `/diagnose job-123` (a Slurm job), `/diagnose gpu07 gpu08` (nodes), or `/diagnose` followed "
+              "by a pasted traceback. You can also mention me with a log file attached.",
+        "zh": "用法：`/diagnose job-123`（Slurm 作业）、`/diagnose gpu07 gpu08`（节点），或在 `/diagnose` 后粘贴 "
+              "traceback。也可以 @ 我并附上日志文件。"},
+    "slack_not_here": {"en": "Diagnosis is not enabled in this channel; ask an admin to add it to "
+                             "GPU_TRIAGE_DIAGNOSE_CHANNELS, or send me a direct message.",
+                       "zh": "本频道未启用诊断；请管理员把它加入 GPU_TRIAGE_DIAGNOSE_CHANNELS，或直接私信我。"},
+    "slack_not_allowed": {
+        "en": "Sorry, you are not allowed to collect from cluster nodes here: SSH collection is limited to the "
+              "channels and people the admins configured (GPU_TRIAGE_COLLECT_CHANNELS, GPU_TRIAGE_COLLECT_USERS, "
+              "GPU_TRIAGE_COLLECT_GROUPS). Nothing was collected. Pasting the log works for everyone.",
+        "zh": "抱歉，你无权在这里从集群节点收集信息：SSH 收集仅限管理员配置的频道和人员"
+              "（GPU_TRIAGE_COLLECT_CHANNELS、GPU_TRIAGE_COLLECT_USERS、GPU_TRIAGE_COLLECT_GROUPS）。"
+              "未进行任何收集。直接粘贴日志对所有人开放。"},
+    "slack_collect_failed": {"en": ":warning: Could not collect", "zh": ":warning: 收集失败"},
+    "slack_feedback_confirmed": {"en": "Thanks: recorded as confirmed. It will rank higher next time.",
+                                 "zh": "谢谢：已记录为确认，下次会排得更靠前。"},
+    "slack_feedback_rejected": {"en": "Thanks: recorded as not it. It will rank lower next time.",
+                                "zh": "谢谢：已记录为不是这个原因，下次会排得更靠后。"},
+    "slack_incident_gone": {"en": "That incident is no longer in the database.", "zh": "数据库中已找不到该事件。"},
+    "slack_no_hint": {"en": "The log names no job or hosts to collect from; use `/diagnose job-123` or "
+                            "`/diagnose gpu07`.",
+                      "zh": "日志中没有可收集的作业或主机；请使用 `/diagnose job-123` 或 `/diagnose gpu07`。"},
+    "slack_file_too_big": {"en": "{name} is larger than the {mb} MB upload cap (GPU_TRIAGE_MAX_UPLOAD_MB); upload "
+                                 "the last part of the log, or gzip it.",
+                           "zh": "{name} 超过了 {mb} MB 的上传上限（GPU_TRIAGE_MAX_UPLOAD_MB）；请上传日志的最后一部分，"
+                                 "或先用 gzip 压缩。"},
+    "slack_file_unreadable": {"en": "I could not download {name}; check that the app has the files:read scope.",
+                              "zh": "无法下载 {name}；请确认应用具有 files:read 权限。"},
+    "slack_full_report": {"en": "gpu-triage full report", "zh": "gpu-triage 完整报告"},
+})
