@@ -314,9 +314,11 @@ def download(ctx: BotContext, client: WebClient, file_id: str, dest: Path) -> Pa
 # --- buttons, the modal, App Home -----------------------------------------------------------------
 
 def _action_value(body: dict) -> tuple[str, str]:
+    from bot.render.blocks import parse_button_value
+
     action = (body.get("actions") or [{}])[0]
-    incident, _, cause = (action.get("value") or "").partition("|")
-    return incident, cause
+    incident, cause = parse_button_value(action.get("value") or "")
+    return incident or "", cause or ""
 
 
 def on_feedback(ctx: BotContext, client: WebClient, body: dict, verdict: str) -> None:
@@ -373,18 +375,13 @@ def on_collect_button(ctx: BotContext, client: WebClient, body: dict) -> None:
 
 
 def on_add_runbook(ctx: BotContext, client: WebClient, body: dict) -> None:
-    from bot.render.blocks import runbook_modal
+    from bot.render.blocks import runbook_modal, runbook_prefill
 
     user = (body.get("user") or {}).get("id")
     lang = ctx.cfg.lang or ctx._locales.get(user or "", "en")
-    incident, cause = _action_value(body)
+    incident, _ = _action_value(body)
     row = ctx.runbook.incident(incident) or {"doc": {}}
-    doc = row["doc"]
-    top = (doc.get("causes") or [{}])[0]
-    prefill = {"incident_id": incident, "title": top.get("title", ""), "category": top.get("category"),
-               "signature": (doc.get("first_error") or {}).get("line", ""), "cause": top.get("cause", ""),
-               "fix": "\n".join(top.get("fix", [])),
-               "next_commands": "\n".join(c["command"] for c in top.get("next_commands", []))}
+    prefill = runbook_prefill(row["doc"], incident)
     client.views_open(trigger_id=body["trigger_id"], view=runbook_modal(prefill, lang))
 
 
