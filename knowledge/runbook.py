@@ -26,9 +26,20 @@ def _now() -> str:
 
 
 class Runbook:
-    def __init__(self, directory: str | None = None, db: sqlite_utils.Database | None = None):
-        self.db = db or open_db(data_dir(directory))
+    """One connection per thread (SQLite connections are not shared across threads); WAL and a
+    busy timeout let the bot's workers and CLI processes write side by side."""
+
+    def __init__(self, directory: str | None = None):
+        self.directory = data_dir(directory)
+        self._local = threading.local()
         self._ensure()
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = open_db(self.directory)
+        return db
 
     def _ensure(self) -> None:
         with _LOCK:

@@ -19,3 +19,4 @@ def engine(data_dir):
     return Engine(data_dir=str(data_dir))
 
 from conftest_cluster import *  # noqa: E402,F401,F403  (the fake cluster and Slurm fixtures)
+from conftest_slack import *  # noqa: E402,F401,F403  (the loopback Slack Web API and Socket Mode)

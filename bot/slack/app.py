@@ -108,7 +108,7 @@ def create_app(cfg: SlackConfig, *, engine=None, runbook=None, client: WebClient
     client = client or web_client(cfg)
     engine = engine or Engine(data_dir=cfg.data_dir)
     runbook = runbook or Runbook(cfg.data_dir)
-    app = App(token=cfg.bot_token, client=client, signing_secret=cfg.signing_secret if http else None,
+    app = App(client=client, signing_secret=cfg.signing_secret if http else None,
               token_verification_enabled=False, request_verification_enabled=http,
               ignoring_self_events_enabled=True)
     ctx = BotContext(cfg=cfg, engine=engine, runbook=runbook,
