@@ -15,7 +15,8 @@ from bot.slack.app import create_app
 from bot.slack.config import SlackConfig
 from bot.slack.http import make_server, serve_in_thread
 from corpus_eval import CORPUS
-from slack_fakes import APP_TOKEN, BOT_TOKEN, event_body, interactive_body, signed_headers, slash_body
+from slack_fakes import (APP_TOKEN, BOT_TOKEN, app_mention_event, event_body, interactive_body,
+                         message_action_payload, signed_headers, slash_body)
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -213,6 +214,15 @@ def test_big_upload_does_not_delay_other_users(bot, slack_api):
     assert slack_api.wait_for("chat.postMessage", timeout=120)
 
 
+def test_message_shortcut_answers_in_that_messages_thread(bot, slack_api):
+    payload = message_action_payload(message_text=ECC_LOG.read_text(), message_ts="1700000000.000800",
+                                     user_id="U1", channel_id="CGEN")
+    status, _, secs = post(bot.url, interactive_body(payload))
+    assert status == 200 and secs < 3
+    answer = slack_api.wait_for("chat.postMessage", timeout=20)[0].params
+    assert answer["thread_ts"] == "1700000000.000800" and "ECC" in json.dumps(answer["blocks"])
+
+
 def test_manifest_matches_the_listeners():
     manifest = yaml.safe_load((ROOT / "deploy" / "slack-manifest.yaml").read_text())
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/diagnose"]
@@ -235,9 +245,21 @@ def test_socket_mode_end_to_end(slack_api, socket_mode, engine, tmp_path):
             {"command": "/diagnose", "text": ECC_LOG.read_text(), "user_id": "U1", "channel_id": "CGEN",
              "response_url": slack_api.response_url(9), "trigger_id": "T9", "team_id": "T0"})))
         ack = socket_mode.wait_ack(envelope, timeout=10)
-        assert ack is not None
+        assert ack is not None and ack.seconds < 3
         reply = slack_api.wait_for_response(timeout=20)
         blocks_valid(reply["blocks"])
+        # events_api: a mention with a pasted log, answered in its thread
+        event = app_mention_event(text="<@UBOT> " + ECC_LOG.read_text(), user="U1", channel="CGEN",
+                                  ts="1700000000.000900")
+        assert socket_mode.wait_ack(socket_mode.send_event(event), timeout=10) is not None
+        answer = slack_api.wait_for("chat.postMessage", timeout=20)[0].params
+        assert answer["thread_ts"] == "1700000000.000900"
+        # interactive: the message shortcut
+        shortcut = message_action_payload(message_text=ECC_LOG.read_text(), message_ts="1700000000.001000",
+                                          user_id="U1", channel_id="CGEN")
+        assert socket_mode.wait_ack(socket_mode.send_interactive(shortcut), timeout=10) is not None
+        answers = slack_api.wait_for("chat.postMessage", count=2, timeout=20)
+        assert answers[1].params["thread_ts"] == "1700000000.001000"
     finally:
         handler.close()
         ctx.pool.shutdown(wait=False, cancel_futures=True)

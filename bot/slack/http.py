@@ -52,9 +52,13 @@ def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
             response = app.dispatch(BoltRequest(body=body, query=parsed.query, headers=headers))
             self._send(response.status, (response.body or "").encode("utf-8"), response.headers)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+    server = _Server((host, port), Handler)
     return server
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # http.server's default backlog of 5 resets bursts of Slack retries
 
 
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
