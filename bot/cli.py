@@ -31,17 +31,17 @@ def _add_collection_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("collecting from nodes")
     g.add_argument("--job", help="Slurm job ID (123 or job-123), or a name in --inventory")
     g.add_argument("--nodes", help="nodes in hostlist syntax, e.g. 'gpu[01-04,07],gpu-b[1-2]'")
-    g.add_argument("--inventory", default=os.environ.get("GPU_TRIAGE_INVENTORY"),
-                   help="YAML inventory: job or cluster name -> nodes and SSH settings")
-    g.add_argument("--ssh-config", default=os.environ.get("GPU_TRIAGE_SSH_CONFIG"),
-                   help="OpenSSH client config to use (default ~/.ssh/config)")
-    g.add_argument("--login-node", default=os.environ.get("GPU_TRIAGE_LOGIN_NODE"),
-                   help="run scontrol/sacct/srun on this SSH host instead of locally")
-    g.add_argument("--concurrency", type=int, default=32, help="nodes collected at once (default 32)")
-    g.add_argument("--srun-above", type=int, default=128,
+    g.add_argument("--inventory", help="YAML inventory: job or cluster name -> nodes and SSH settings "
+                                       "(default: ssh.inventory / $GPU_TRIAGE_INVENTORY)")
+    g.add_argument("--ssh-config", help="OpenSSH client config to use (default: ssh.config / "
+                                        "$GPU_TRIAGE_SSH_CONFIG, else ~/.ssh/config)")
+    g.add_argument("--login-node", help="run scontrol/sacct/srun on this SSH host instead of locally "
+                                        "(default: ssh.login_node / $GPU_TRIAGE_LOGIN_NODE)")
+    g.add_argument("--concurrency", type=int, help="nodes collected at once (default: ssh.concurrency, 32)")
+    g.add_argument("--srun-above", type=int,
                    help="above this many nodes, collect through one srun step in the job (default 128)")
     g.add_argument("--only", help="comma-separated collectors to run (default: all)")
-    g.add_argument("--connect-timeout", type=float, default=10.0, help="SSH connect timeout, seconds")
+    g.add_argument("--connect-timeout", type=float, help="SSH connect timeout, seconds (default 10)")
     g.add_argument("--command-timeout", type=float,
                    help="limit for each collector command on a node, seconds (default: each collector's own)")
 
@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", help="where the knowledge database lives (default: $GPU_TRIAGE_DATA_DIR or the "
                                       "user data directory)")
+    p.add_argument("--config", help="YAML config file (default: $GPU_TRIAGE_CONFIG; see "
+                                    "deploy/gpu-triage.example.yaml); the environment overrides it, flags override both")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     d = sub.add_parser("diagnose", help="diagnose training logs (files, folders, or - for stdin)",
@@ -69,13 +71,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_collection_flags(d)
     d.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="text (terminal, default), json (DESIGN.md's schema) or markdown (for a ticket)")
-    d.add_argument("--lang", choices=("en", "zh"), default=os.environ.get("GPU_TRIAGE_LANG", "en"),
-                   help="language of the reply (default: $GPU_TRIAGE_LANG or en)")
+    d.add_argument("--lang", choices=("en", "zh"),
+                   help="language of the reply (default: $GPU_TRIAGE_LANG, the config's lang, or en)")
     d.add_argument("--explain", action="store_true", help="show why each cause ranked where it did")
-    d.add_argument("--rate-card", default=os.environ.get("GPU_TRIAGE_RATE_CARD"),
-                   help="YAML rate card for support estimates (see deploy/rate-card.example.yaml)")
+    d.add_argument("--rate-card",
+                   help="YAML rate card for support estimates (see deploy/rate-card.example.yaml; default: "
+                        "$GPU_TRIAGE_RATE_CARD or the config's rate_card)")
     d.add_argument("--region", help="region in the rate card (e.g. beijing, shanghai, shenzhen)")
     d.add_argument("--gpus", type=int, help="GPU count of the job, when the log does not tell")
+    d.add_argument("--post", metavar="CHANNEL",
+                   help="with --job: post the diagnosis to this Slack channel with $SLACK_BOT_TOKEN, once per job "
+                        "and channel (later runs print 'already posted')")
 
     c = sub.add_parser("collect", help="collect evidence from a job's nodes into a bundle",
                        description="Run the read-only collectors on the job's nodes (or this node with --local) "
@@ -93,6 +99,21 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="HTTP mode: address to listen on (default 127.0.0.1)")
     sv.add_argument("--port", type=int, default=3000, help="HTTP mode: port (default 3000)")
 
+    pf = sub.add_parser("preflight", help="check nodes before a job: exit 0 healthy, 1 blocking, 2 could not check",
+                        description="Run the collectors and judge each node: ok, warn, critical, or unknown (not "
+                                    "reached / a check could not run). Exit 0 healthy (ok/warn), 1 blocking findings "
+                                    "(any critical), 2 could not check (any unknown, no critical).")
+    pf.add_argument("--local", action="store_true", help="check this node, no SSH (a Slurm prolog)")
+    pf.add_argument("--format", choices=("text", "json"), default="text")
+    _add_collection_flags(pf)
+
+    cf = sub.add_parser("config", help="check the configuration file")
+    cfsub = cf.add_subparsers(dest="config_command", metavar="CONFIG_COMMAND")
+    cfc = cfsub.add_parser("check", help="validate a config file (default: --config / $GPU_TRIAGE_CONFIG) with "
+                                         "the environment on top; exit 0 valid, 1 invalid")
+    cfc.add_argument("path", nargs="?", help="config file")
+    cfc.add_argument("--show", action="store_true", help="print the effective settings as YAML")
+
     kb = sub.add_parser("kb", help="inspect and validate the knowledge base")
     kbsub = kb.add_subparsers(dest="kb_command", metavar="KB_COMMAND")
     ls = kbsub.add_parser("list", help="list entries")
@@ -107,6 +128,9 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=10)
     val = kbsub.add_parser("validate", help="validate entry files (default: the shipped entries)")
     val.add_argument("dir", nargs="?", help="folder of entries")
+    from bot.runbook_cli import add_parsers as _team_parsers  # kb add|edit|export|import, runbook export
+
+    _team_parsers(sub, kbsub)
     return p
 
 
@@ -118,13 +142,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "kb" and args.kb_command is None:
         parser.parse_args(["kb", "--help"])
+    if args.command == "config" and args.config_command is None:
+        parser.parse_args(["config", "--help"])
+    if args.command == "config":
+        return cmd_config(args)
     try:
+        _apply_config(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         if args.command == "collect":
             return cmd_collect(args)
         if args.command == "serve":
             return cmd_serve(args)
+        if args.command == "preflight":
+            return cmd_preflight(args)
+        if args.command == "runbook" or getattr(args, "kb_command", None) in ("add", "edit", "export", "import"):
+            from bot import runbook_cli
+
+            if args.command == "runbook" and args.runbook_command is None:
+                parser.parse_args(["runbook", "--help"])
+            return runbook_cli.run(args, Failure, _known_errors)
         return cmd_kb(args)
     except Failure as exc:
         print(f"gpu-triage: {exc}", file=sys.stderr)
@@ -209,6 +246,50 @@ def cmd_diagnose(args) -> int:
         return _misuse("give a log (file, folder or -), --bundle PATH, --job ID or --nodes LIST")
     if args.concurrency < 1:
         return _misuse("--concurrency must be at least 1")
+    if args.post is not None:
+        return _diagnose_and_post(args)
+    return _diagnose(args)
+
+
+def _diagnose_and_post(args) -> int:
+    """diagnose --job ID --post CHANNEL: claim (job, channel) once, diagnose, post; never twice."""
+    from bot import post
+
+    if not args.job:
+        return _misuse("--post needs --job ID: the post is made once per job")
+    if not args.post.strip():
+        return _misuse("--post needs a channel (ID like C0123456789 or #name)")
+    if not os.environ.get("SLACK_BOT_TOKEN", "").startswith("xoxb-"):
+        raise Failure("--post needs SLACK_BOT_TOKEN (xoxb-..., the gpu-triage app's bot token) in the environment")
+    job = args.job.strip()
+    job = job[4:] if job.lower().startswith("job-") else job
+    channel = args.post.strip()
+    try:
+        won = post.claim(args.data_dir, job, channel)
+    except _known_errors() as exc:
+        raise Failure(str(exc)) from exc
+    if not won:
+        row = post.posted(args.data_dir, job, channel) or {}
+        what = "already posted" if row.get("state") == "posted" else "already being posted by another run"
+        print(f"gpu-triage: job {job}: {what} to {channel} ({row.get('host') or '?'}, "
+              f"{row.get('posted_at') or row.get('claimed_at') or '?'}); nothing to do", file=sys.stderr)
+        return 0
+    try:
+        code = _diagnose(args)
+        ts = post.post_diagnosis(args.last_doc, channel)
+    except post.PostError as exc:
+        post.release(args.data_dir, job, channel)
+        raise Failure(str(exc)) from exc
+    except BaseException:
+        post.release(args.data_dir, job, channel)
+        raise
+    post.done(args.data_dir, job, channel, ts)
+    print(f"gpu-triage: posted the diagnosis of job {job} to {channel}", file=sys.stderr)
+    return code
+
+
+def _diagnose(args) -> int:
+    collecting = bool(args.job or args.nodes)
     engine = _engine(args, rate_card=args.rate_card, region=args.region, gpus=args.gpus)
     try:
         if collecting or args.bundle:
@@ -238,6 +319,7 @@ def cmd_diagnose(args) -> int:
         from bot.render import as_dict
 
         doc = as_dict(diagnosis, lang=args.lang, explain=args.explain)
+        args.last_doc = doc
     except _known_errors() as exc:
         raise Failure(str(exc)) from exc
     if args.format == "json":
@@ -283,12 +365,25 @@ def cmd_serve(args) -> int:
     from bot.slack.config import ConfigError, SlackConfig
 
     try:
-        cfg = SlackConfig.from_env(http=args.http)
+        cfg = SlackConfig.from_env(http=args.http, settings=args.settings)
         if args.data_dir:
             cfg.data_dir = args.data_dir
     except ConfigError as exc:
         raise Failure(str(exc)) from exc
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from bot.logs import setup_logging
+
+    setup_logging(args.settings.get("log.format"), args.settings.get("log.level"))
+    metrics_cfg = args.settings.section("metrics")
+    if metrics_cfg["enabled"] and not args.http:  # HTTP mode serves /metrics beside /slack/events
+        from bot import metrics
+
+        try:
+            metrics.serve(metrics_cfg["host"], int(metrics_cfg["port"]))
+        except OSError as exc:
+            raise Failure(f"cannot serve /metrics on {metrics_cfg['host']}:{metrics_cfg['port']}: {exc.strerror}; "
+                          "set metrics.port (or GPU_TRIAGE_METRICS_PORT), or metrics.enabled: false") from exc
+        logging.getLogger("gpu_triage").info("serving /metrics and /healthz on http://%s:%s",
+                                             metrics_cfg["host"], metrics_cfg["port"])
     from bot.slack.app import create_app
 
     try:
@@ -394,6 +489,88 @@ def _show(entry, args) -> int:
     print(f"\nsupport: {entry.support['tier']} — {pick(entry.support['why'], lang)}")
     print("references: " + " ".join(entry.references))
     return 0
+
+
+# --- configuration, preflight ------------------------------------------------------------------
+
+# flag attribute -> config key; a flag left unset takes the config's value (file, env on top)
+_FROM_CONFIG = {"data_dir": "data_dir", "lang": "lang", "rate_card": "rate_card", "region": "region",
+                "ssh_config": "ssh.config", "login_node": "ssh.login_node", "inventory": "ssh.inventory",
+                "connect_timeout": "ssh.connect_timeout", "command_timeout": "ssh.command_timeout",
+                "concurrency": "ssh.concurrency", "srun_above": "ssh.srun_above"}
+
+
+def _load_settings(path=None):
+    from bot.config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        raise Failure(f"configuration: {exc}") from exc
+
+
+def _apply_config(args) -> None:
+    """Fill every flag the user did not give from the config file with the environment on top."""
+    settings = _load_settings(getattr(args, "config", None))
+    args.settings = settings
+    for attr, key in _FROM_CONFIG.items():
+        if hasattr(args, attr) and getattr(args, attr) is None:
+            setattr(args, attr, settings.get(key))
+
+
+def cmd_config(args) -> int:
+    from bot.config import ConfigError, load_config
+
+    path = args.path or args.config
+    try:
+        settings = load_config(path)
+    except ConfigError as exc:
+        print(f"gpu-triage: configuration: {exc}", file=sys.stderr)
+        return 1
+    where = settings.source or "no file (defaults)"
+    env = f"; from the environment: {', '.join(f'{k} ({v})' for k, v in settings.from_env.items())}" \
+        if settings.from_env else ""
+    print(f"configuration OK: {where}{env}")
+    if args.show:
+        import yaml
+
+        print(yaml.safe_dump(settings.values, sort_keys=False, allow_unicode=True), end="")
+    return 0
+
+
+def cmd_preflight(args) -> int:
+    from bot import preflight
+
+    if args.local and (args.job or args.nodes):
+        return _misuse("--local checks this machine; drop --job/--nodes")
+    if not (args.local or args.job or args.nodes):
+        return _misuse("preflight needs --local, --job ID or --nodes LIST")
+    if args.concurrency < 1:
+        return _misuse("--concurrency must be at least 1")
+    if not args.only:
+        args.only = ",".join(preflight.COLLECTORS)
+    try:
+        plan, results = _collect(args)
+    except _known_errors() as exc:
+        raise Failure(str(exc)) from exc
+    thresholds = args.settings.section("preflight")
+    report = preflight.evaluate(preflight.bundle_from_results(results, plan.job), thresholds, job=plan.job)
+    from bot import metrics
+
+    for n in report.nodes:
+        metrics.inc("gpu_triage_preflight_nodes_total", severity=n.severity)
+    code = report.exit_code
+    if code == 2 and thresholds.get("unknown_fails"):
+        code = 1
+    if args.format == "json":
+        import json
+
+        doc = report.to_json()
+        doc["exit_code"] = code
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    else:
+        preflight.render_text(report, sys.stdout)
+    return code
 
 
 def run() -> None:

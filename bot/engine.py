@@ -7,6 +7,7 @@ or Block Kit.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,9 @@ class Diagnosis:
     seconds: float = 0.0
     support: dict[str, dict[str, Any]] = field(default_factory=dict)  # cause id -> support block
     job: str | None = None
+    signature: str = ""                     # knowledge.learning.signature of this evidence
+    similar: list[dict[str, Any]] = field(default_factory=list)  # confirmed past incidents alike
+    escalation: Any = None                  # knowledge.escalation.Escalation when a threshold is crossed
 
     @property
     def confident(self) -> bool:
@@ -97,14 +101,44 @@ class Diagnosis:
 class Engine:
     def __init__(self, *, data_dir: str | None = None, entries: Path | None = None,
                  rate_card: str | None = None, region: str | None = None, gpus: int | None = None,
-                 max_causes: int = 5):
+                 max_causes: int = 5, runbook=None, thresholds=None):
+        from knowledge.escalation import DEFAULT
+
+        self.data_dir, self.entries_path = data_dir, entries
         self.store = Store(data_dir, entries=entries)
         self.matcher = Matcher(self.store.entries())
         self.keywords = sorted(self.matcher.anchors())
+        self._team_rev = self.store.team_revision()
+        self._reload_lock = threading.Lock()
+        self._runbook = runbook
+        self.thresholds = thresholds or DEFAULT
         self.rate_card = RateCard.load(rate_card) if rate_card else None
         self.region = region
         self.gpus = gpus
         self.max_causes = max_causes
+
+    @property
+    def runbook(self):
+        """The team runbook in the same database (incidents, feedback, hardware history)."""
+        if self._runbook is None:
+            from knowledge.runbook import Runbook
+
+            self._runbook = Runbook(self.data_dir)
+        return self._runbook
+
+    def refresh(self) -> None:
+        """Recompile the matcher when a team entry was added or edited since (kb add, kb import)."""
+        try:
+            row = self.runbook.db.execute("SELECT value FROM meta WHERE key = 'team_rev'").fetchone()
+        except Exception:  # noqa: BLE001 - no meta table yet, or the runbook is unusable: keep the matcher
+            return
+        rev = row[0] if row else "0"
+        if rev == self._team_rev:
+            return
+        with self._reload_lock:
+            if rev != self._team_rev:
+                matcher = Matcher(Store(self.data_dir, entries=self.entries_path).entries())
+                self.matcher, self.keywords, self._team_rev = matcher, sorted(matcher.anchors()), rev
 
     def diagnose_paths(self, paths: Sequence[str], *, stdin: BinaryIO | None = None) -> Diagnosis:
         started = time.perf_counter()
@@ -143,24 +177,73 @@ class Engine:
 
     def diagnose_parsed(self, parsed: "trainlog.ParseResult", started: float | None = None,
                         extra_findings: Sequence[Finding] = ()) -> Diagnosis:
+        from knowledge import learning
+
         started = time.perf_counter() if started is None else started
+        self.refresh()
         findings = list(parsed.findings) + list(extra_findings)
         ranked = self.matcher.match(parsed.lines, findings, parsed.first_error)
+        fe = parsed.first_error
+        first_line = fe.line if fe else next((e.line for c in ranked[:1] for e in c.evidence[:1]), "")
+        sig = learning.signature(first_line, (f.kind for f in findings))
+        verdicts = self._verdicts()
+        if verdicts and sig:
+            learning.apply(ranked, learning.adjustments(sig, verdicts))
         causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
         candidates = [c for c in ranked if c.confidence < CONFIDENT][:5]
         shape = job_shape(parsed.lines, findings, self.gpus)
         diagnosis = Diagnosis(
             causes=causes, candidates=candidates, findings=findings, first_error=parsed.first_error,
             warnings=list(parsed.warnings), sources=list(parsed.sources), lines_read=parsed.lines_read,
-            bytes_read=parsed.bytes_read)
+            bytes_read=parsed.bytes_read, signature=sig)
+        if verdicts and sig:
+            diagnosis.similar = self._similar(learning.similar_incidents(sig, verdicts))
+        diagnosis.escalation = self._escalation(findings, fe)
         for cause in causes:
-            diagnosis.support[cause.id] = self._support(cause, findings, shape)
+            diagnosis.support[cause.id] = self._support(cause, findings, shape, diagnosis.escalation)
         diagnosis.seconds = time.perf_counter() - started
+        from bot import metrics
+
+        metrics.inc("gpu_triage_diagnoses_total", category=causes[0].category if causes else "none")
+        metrics.observe("gpu_triage_diagnosis_seconds", diagnosis.seconds)
         return diagnosis
 
-    def _support(self, cause: Cause, findings: Sequence[Finding], shape) -> dict[str, Any]:
+    def _verdicts(self) -> list[dict[str, Any]]:
+        try:
+            return self.runbook.verdicts()
+        except Exception:  # noqa: BLE001 - an unreadable runbook must not stop a diagnosis
+            return []
+
+    def _similar(self, groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        by_id = {e.id: e for e in self.matcher.entries}
+        out = []
+        for g in groups:
+            entry = by_id.get(g["cause_id"])
+            fix = entry.fix if entry else {}
+            out.append({**g, "title": entry.title if entry else {"en": g["cause_id"], "zh": g["cause_id"]},
+                        "fixed_by": {lang: (fix.get(lang) or [""])[0] for lang in ("en", "zh")} if fix else {}})
+        return out
+
+    def _escalation(self, findings: Sequence[Finding], fe: FirstError | None):
+        from knowledge.escalation import HARDWARE_KINDS, evaluate
+
+        if not any(f.kind in HARDWARE_KINDS and f.node for f in findings):
+            return None
+        doc = {"findings": [f.to_json() for f in findings], "first_error": fe.to_json() if fe else None}
+        try:
+            return evaluate(doc, lambda node, since: self.runbook.node_events(node, since=since),
+                            thresholds=self.thresholds)
+        except Exception:  # noqa: BLE001 - history is a bonus; never lose the diagnosis over it
+            import logging
+
+            logging.getLogger("gpu_triage").warning("gpu-triage: repeat-aware escalation failed", exc_info=True)
+            return None
+
+    def _support(self, cause: Cause, findings: Sequence[Finding], shape, escalation=None) -> dict[str, Any]:
         base = cause.entry.support.get("tier", "self")
         tier, changed = adjust_tier(base, cause.category, findings)
+        if escalation is not None and tier != "vendor":
+            tier, changed = "vendor", "the same GPU or node keeps failing (repeat-aware escalation)"
         block: dict[str, Any] = {
             "tier": tier,
             "why": cause.entry.support.get("why", {}),

@@ -107,8 +107,21 @@ def run_collection(p: Plan, cols: Sequence[Collector], *, settings: SSHSettings,
     if p.job and p.job_info is not None and len(p.nodes) > srun_above:
         runner = login_runner(settings, login, timeout=max(c.timeout for c in cols) * len(cols) + 60) \
             if login else local_runner
-        return collect_via_srun(p.job, p.nodes, cols, runner)
-    return collect_nodes(p.nodes, cols, settings=settings, concurrency=concurrency, progress=progress)
+        return count_collection(collect_via_srun(p.job, p.nodes, cols, runner))
+    return count_collection(collect_nodes(p.nodes, cols, settings=settings, concurrency=concurrency,
+                                          progress=progress))
+
+
+def count_collection(results: dict[str, NodeResult]) -> dict[str, NodeResult]:
+    """The metrics seam of collection: nodes by status, SSH failures by reason."""
+    from bot import metrics
+
+    for r in results.values():
+        metrics.inc("gpu_triage_nodes_collected_total", status=r.status)
+        if r.status in ("unreachable", "auth-failed", "timeout"):
+            reason = "host-key" if "host key" in (r.detail or "").lower() else r.status
+            metrics.inc("gpu_triage_ssh_failures_total", reason=reason)
+    return results
 
 
 def stderr_progress(stream=None) -> Callable[[str, str, str], None]:
@@ -128,7 +141,7 @@ def stderr_progress(stream=None) -> Callable[[str, str, str], None]:
 
 def local_collection(cols: Sequence[Collector]) -> dict[str, NodeResult]:
     result = collect_local(cols)
-    return {result.node: result}
+    return count_collection({result.node: result})
 
 
 def save(p: Plan, results: dict[str, NodeResult], dest: str | os.PathLike) -> Path:

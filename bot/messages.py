@@ -199,3 +199,37 @@ TEXT.update({
                               "zh": "无法下载 {name}；请确认应用具有 files:read 权限。"},
     "slack_full_report": {"en": "gpu-triage full report", "zh": "gpu-triage 完整报告"},
 })
+
+# --- the team runbook (issue 5): similar past incidents, repeat-aware escalation, /runbook -------------
+TEXT.update({
+    "similar": {"en": "Seen before", "zh": "以前出现过"},
+    "similar_line": {"en": "Seen {n} times, last on {date} on {node}; fixed by {fix} ({title})",
+                     "zh": "已出现 {n} 次，最近一次是 {date} 在 {node} 上；修复方法：{fix}（{title}）"},
+    "similar_line_nonode": {"en": "Seen {n} times, last on {date}; fixed by {fix} ({title})",
+                            "zh": "已出现 {n} 次，最近一次是 {date}；修复方法：{fix}（{title}）"},
+    "escalate": {"en": "Escalate to the vendor: this keeps failing", "zh": "升级给厂商：同一故障反复出现"},
+    "escalate_advice": {"en": "Isolate the node, stop restarting, call the vendor.",
+                        "zh": "隔离该节点，停止重启作业，联系厂商。"},
+    "escalate.same_xid_per_gpu": {
+        "en": "XID {code} on {node} GPU {gpu}{serial} {count} times within {hours} h (bursts within {burst} min "
+              "counted once)",
+        "zh": "{node} 的 GPU {gpu}{serial} 在 {hours} 小时内出现 XID {code} 共 {count} 次（{burst} 分钟内的连续报错算一次）"},
+    "escalate.hardware_per_gpu": {
+        "en": "{count} hardware errors on {node} GPU {gpu}{serial} within {hours} h",
+        "zh": "{node} 的 GPU {gpu}{serial} 在 {hours} 小时内出现 {count} 次硬件错误"},
+    "escalate.node_failed_jobs": {"en": "{node} failed {count} jobs with hardware errors within {days} days",
+                                  "zh": "{node} 在 {days} 天内有 {count} 个作业因硬件错误失败"},
+    "serial": {"en": " (serial {serial})", "zh": "（序列号 {serial}）"},
+    "runbook_usage": {"en": "Usage: `/runbook search <words>` or `/runbook <entry-id>`.",
+                      "zh": "用法：`/runbook search <关键词>` 或 `/runbook <条目 id>`。"},
+    "runbook_no_hits": {"en": "No runbook entry matches “{words}”.", "zh": "没有与“{words}”匹配的条目。"},
+    "runbook_hits": {"en": "Runbook entries for “{words}”", "zh": "与“{words}”相关的条目"},
+    "runbook_no_entry": {"en": "No entry `{id}`; try `/runbook search <words>`.",
+                         "zh": "没有条目 `{id}`；试试 `/runbook search <关键词>`。"},
+    "origin.team": {"en": "team entry", "zh": "团队条目"},
+    "origin.curated": {"en": "curated entry", "zh": "精选条目"},
+    "runbook_looks_like": {"en": "What it looks like", "zh": "日志特征"},
+    "runbook_incidents": {"en": "Confirmed incidents", "zh": "已确认的事件"},
+    "runbook_no_incidents": {"en": "No confirmed incidents yet.", "zh": "还没有已确认的事件。"},
+    "runbook_index": {"en": "Team runbook", "zh": "团队运行手册"},
+})

@@ -142,6 +142,7 @@ class Cause:
     evidence: list[Evidence] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    learned: float = 0.0  # how much the team's feedback moved it (knowledge.learning)
 
     @property
     def id(self) -> str:

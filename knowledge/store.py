@@ -132,6 +132,47 @@ class Store:
             self.db["meta"].create({"key": str, "value": str}, pk="key")
         self.db["meta"].upsert({"key": key, "value": value}, pk="key")
 
+    # --- team entries: rows with origin = 'team', never touched by a rebuild ---------------------
+
+    def put_team_entry(self, entry: Entry) -> bool:
+        """Insert or replace a team entry (validated by the caller with the loader's rules).
+
+        Refuses an id the curated base already has: a curated entry changes by pull request.
+        Returns True when the entry was new.
+        """
+        self.ensure()
+        entry.origin = "team"
+        entry.path = ""
+        try:
+            with self.db.conn:
+                self.db.execute("BEGIN IMMEDIATE")
+                row = self.db.execute("SELECT origin FROM entries WHERE id = ?", [entry.id]).fetchone()
+                if row and row[0] != "team":
+                    raise StoreError(f"{entry.id!r} is a curated entry; change knowledge/entries/ by pull request, "
+                                     "or give the team entry another id")
+                self.db["entries"].insert(_fts_row(entry), replace=True)
+                self._set_meta("team_rev", str(int(self._meta("team_rev") or 0) + 1))
+        except sqlite3.Error as exc:
+            raise _unusable(self.directory, exc) from exc
+        return row is None
+
+    def delete_team_entry(self, entry_id: str) -> bool:
+        self.ensure()
+        with self.db.conn:
+            self.db.execute("BEGIN IMMEDIATE")
+            gone = self.db.execute("DELETE FROM entries WHERE id = ? AND origin = 'team'", [entry_id]).rowcount
+            self._set_meta("team_rev", str(int(self._meta("team_rev") or 0) + 1))
+        return bool(gone)
+
+    def team_entries(self) -> list[Entry]:
+        self.ensure()
+        rows = self.db.execute("SELECT body FROM entries WHERE origin = 'team' ORDER BY category, id").fetchall()
+        return [Entry.from_json(json.loads(body)) for (body,) in rows]
+
+    def team_revision(self) -> str:
+        """Changes whenever a team entry is added, edited or removed (the bot reloads its matcher)."""
+        return self._meta("team_rev") or "0"
+
     def entries(self) -> list[Entry]:
         self.ensure()
         rows = self.db.execute("SELECT body FROM entries ORDER BY category, id").fetchall()

@@ -225,7 +225,7 @@ def test_message_shortcut_answers_in_that_messages_thread(bot, slack_api):
 
 def test_manifest_matches_the_listeners():
     manifest = yaml.safe_load((ROOT / "deploy" / "slack-manifest.yaml").read_text())
-    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/diagnose"]
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/diagnose", "/runbook"]
     assert [s["callback_id"] for s in manifest["features"]["shortcuts"]] == ["diagnose_message"]
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im",
                                                                                "app_home_opened"}
@@ -276,3 +276,22 @@ def test_missing_tokens_fail_with_the_variable_named():
         SlackConfig.from_env({"SLACK_BOT_TOKEN": "xoxb-1"})
     with _pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
         SlackConfig.from_env({"SLACK_BOT_TOKEN": "xoxb-1"}, http=True)
+
+
+def test_runbook_slash_command_searches_and_shows_an_entry(bot, slack_api):
+    def ask(text, n):
+        status, _, secs = post(bot.url, slash_body(command="/runbook", text=text, user_id="U1", channel_id="CGEN",
+                                                   response_url=slack_api.response_url(n)))
+        assert status == 200 and secs < 3
+        params = slack_api.wait_for(f"response.{n}", timeout=20)[0].params
+        reply = {k: json.loads(v) if k == "blocks" and isinstance(v, str) else v for k, v in params.items()}
+        assert reply.get("response_type") == "ephemeral"
+        return reply
+
+    hits = ask("search watchdog timeout", 21)
+    blocks_valid(hits["blocks"])
+    assert "nccl-watchdog-timeout" in json.dumps(hits["blocks"])
+    entry = ask("xid-79-fallen-off-bus", 22)
+    blocks_valid(entry["blocks"])
+    assert entry["blocks"][0]["type"] == "header" and "XID 79" in json.dumps(entry["blocks"])
+    assert "/runbook search" in ask("", 23)["text"]

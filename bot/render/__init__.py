@@ -60,6 +60,10 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
          "text": t("odd_line", lang, node=f.node, what=f.attrs.get("what"), value=f.attrs.get("value"),
                    others=f.attrs.get("others"))}
         for f in diagnosis.findings if f.kind == "node-mismatch"]
+    out["signature"] = getattr(diagnosis, "signature", "")
+    out["similar"] = [_similar(g, lang) for g in getattr(diagnosis, "similar", None) or []]
+    esc = getattr(diagnosis, "escalation", None)
+    out["escalation"] = _escalation(esc.to_json(), lang) if esc is not None else None
     if not diagnosis.causes:
         out["message"] = t("no_cause", lang)
         out["generic_next_steps"] = [{"command": s["command"], "why": pick(s["why"], lang)} for s in GENERIC_STEPS]
@@ -68,3 +72,27 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
             {"id": c.entry.id, "category": c.entry.category, "confidence": round(c.confidence, 3),
              "explain": c.explain} for c in diagnosis.candidates]
     return out
+
+
+def _similar(group: dict[str, Any], lang: str) -> dict[str, Any]:
+    """"Seen 3 times, last on 2026-11-14 on gpu07; fixed by ..." from confirmed past incidents."""
+    date = (group.get("last") or "")[:10]
+    fix = pick(group.get("fixed_by"), lang) or "—"
+    title = pick(group.get("title"), lang) or group["cause_id"]
+    key = "similar_line" if group.get("node") else "similar_line_nonode"
+    return {"cause_id": group["cause_id"], "title": title, "count": group["count"], "last": date,
+            "node": group.get("node") or None, "fixed_by": fix, "incidents": group.get("incidents", []),
+            "text": t(key, lang, n=group["count"], date=date, node=group.get("node"), fix=fix.rstrip("."),
+                      title=title)}
+
+
+def _escalation(esc: dict[str, Any], lang: str) -> dict[str, Any]:
+    reasons = []
+    for r in esc["reasons"]:
+        serial = t("serial", lang, serial=r["serial"]) if r.get("serial") else ""
+        text = t(f"escalate.{r['rule']}", lang, node=r.get("node"), gpu=r.get("gpu"), serial=serial,
+                 code=r.get("code"), count=r.get("count"), hours=r.get("hours"), days=r.get("days"),
+                 burst=r.get("burst_minutes"))
+        reasons.append({**r, "text": text})
+    return {"tier": esc["tier"], "tier_name": t(f"tier.{esc['tier']}", lang), "nodes": esc["nodes"],
+            "reasons": reasons, "title": t("escalate", lang), "advice": t("escalate_advice", lang)}

@@ -267,6 +267,11 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
     out.overflow |= cut
     out.add(head, 0)
 
+    esc = doc.get("escalation")
+    if esc:
+        lines = [f":rotating_light: *{escape(esc['title'])}* — {escape(esc['advice'])}"]
+        lines += [f"• {escape(r['text'])}" for r in esc.get("reasons") or []]
+        out.sections(["\n".join(lines)], 0)
     if top:
         category = escape(t(f"category.{top['category']}", lang)) + f" ({escape(top['category'])})"
         meta = [f"`{escape(top['id'])}`", category]
@@ -280,6 +285,9 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
                  for n, s in enumerate(doc.get("generic_next_steps") or [], 1)]
         out.sections(steps, 1, head=t("generic_steps", lang), more_prio=6)
 
+    similar = [f":repeat: {escape(s['text'])}" for s in doc.get("similar") or []]
+    if similar:
+        out.sections(similar, 1, head=t("similar", lang), more_prio=6, max_items=3, lang=lang)
     _first_error(out, doc.get("first_error"), lang)
     if top:
         _support(out, top, lang)
@@ -587,3 +595,31 @@ def runbook_modal(prefill: dict[str, Any], lang: str) -> dict[str, Any]:
             "submit": {"type": "plain_text", "text": _plain(t("modal_submit", lang), 24)[0]},
             "close": {"type": "plain_text", "text": _plain(t("modal_close", lang), 24)[0]},
             "blocks": blocks}
+
+
+# --- /runbook ---------------------------------------------------------------------------------------
+
+def runbook_search_blocks(words: str, hits: list, lang: str) -> tuple[str, list[dict[str, Any]]]:
+    """Ephemeral results of ``/runbook search <words>``: one line per entry (``knowledge.store.Store.search``)."""
+    if not hits:
+        text = t("runbook_no_hits", lang, words=words)
+        return text, [section(escape(text))]
+    head = t("runbook_hits", lang, words=_plain(words, 100)[0])
+    lines = [f"• `{escape(e.id)}` {escape(e.title.get(lang) or e.title['en'])} "
+             f"_({escape(t(f'origin.{e.origin}', lang))}, {escape(e.category)})_" for e, _ in hits]
+    return head, [section(x) for x in pack([f"*{escape(head)}*"] + lines)][:MAX_BLOCKS]
+
+
+def runbook_entry_blocks(entry, lang: str) -> tuple[str, list[dict[str, Any]]]:
+    """Ephemeral ``/runbook <id>``: the entry's title, cause, commands and fix."""
+    title = entry.title.get(lang) or entry.title["en"]
+    head, _ = header(title)
+    out = [head, context(f"`{escape(entry.id)}` · {escape(entry.category)} · "
+                         f"{escape(t(f'origin.{entry.origin}', lang))} · {escape(t('tier.' + entry.support['tier'], lang))}")]
+    units = [escape(entry.cause.get(lang) or entry.cause["en"])]
+    steps = [f"{n}. {_inline_code(c['command'])} — {escape((c.get('why') or {}).get(lang) or '')}"
+             for n, c in enumerate(entry.next_commands, 1)]
+    fixes = [f"• {escape(f)}" for f in entry.fix.get(lang) or entry.fix["en"]]
+    texts = pack(units + [f"*{escape(t('next_commands', lang))}*"] + steps + [f"*{escape(t('fix', lang))}*"] + fixes)
+    out += [section(x) for x in texts]
+    return title, out[:MAX_BLOCKS]

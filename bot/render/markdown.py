@@ -27,6 +27,11 @@ def _estimate_line(est: dict[str, Any] | None, lang: str) -> str | None:
 def render(doc: dict[str, Any]) -> str:
     lang = doc["lang"]
     out = [f"# {t('heading', lang)}", ""]
+    esc = doc.get("escalation")
+    if esc:
+        out += [f"> **{esc['title']}** — {esc['advice']}", ">"] + [f"> - {r['text']}" for r in esc["reasons"]] + [""]
+    if doc.get("similar"):
+        out += [f"**{t('similar', lang)}:**", ""] + [f"- {s['text']}" for s in doc["similar"]] + [""]
     for i, cause in enumerate(doc["causes"]):
         head = t("probable_cause", lang) if i == 0 else t("other_causes", lang) + f" #{i + 1}"
         out += [f"## {head}: {cause['title']}",

@@ -20,6 +20,12 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
 
     console = Console(file=file, highlight=False, soft_wrap=True)
     lang = doc["lang"]
+    esc = doc.get("escalation")
+    if esc:
+        console.print(Text(f"{esc['title']}: {esc['advice']}", style="bold magenta"))
+        for r in esc["reasons"]:
+            console.print(Text(f"  - {r['text']}", style="magenta"))
+        console.print()
     for i, cause in enumerate(doc["causes"]):
         head = t("probable_cause", lang) if i == 0 else f"{t('other_causes', lang)} #{i + 1}"
         console.print(Text.assemble((f"{head}: ", "bold"), (cause["title"], "bold underline"),
@@ -60,6 +66,10 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
             console.print(Text(f"\n  {t('why_ranked', lang)}", style="bold"))
             for e in cause["explain"]:
                 console.print(Text(f"    {e}"))
+        console.print()
+    for sim in doc.get("similar") or []:
+        console.print(Text.assemble((f"{t('similar', lang)}: ", "bold"), sim["text"]))
+    if doc.get("similar"):
         console.print()
     if not doc["causes"]:
         console.print(Text(doc["message"], style="bold yellow"))

@@ -19,12 +19,31 @@ from bot.slack.config import SlackConfig
 log = logging.getLogger("gpu_triage.slack")
 
 
+class _CountingClient(WebClient):
+    """The metrics seam for Slack: every Web API call that fails is counted by method and error."""
+
+    def api_call(self, api_method: str, *args: Any, **kwargs: Any):
+        from slack_sdk.errors import SlackApiError
+
+        from bot import metrics
+
+        try:
+            return super().api_call(api_method, *args, **kwargs)
+        except SlackApiError as exc:
+            error = (exc.response.get("error") if exc.response is not None else None) or "unknown"
+            metrics.inc("gpu_triage_slack_api_errors_total", method=api_method, error=str(error))
+            raise
+        except Exception as exc:
+            metrics.inc("gpu_triage_slack_api_errors_total", method=api_method, error=exc.__class__.__name__)
+            raise
+
+
 def web_client(cfg: SlackConfig) -> WebClient:
     """A Web API client that rides out 429 (Retry-After) and transient 5xx / connection errors."""
     kwargs: dict[str, Any] = {"token": cfg.bot_token}
     if cfg.api_url:
         kwargs["base_url"] = cfg.api_url if cfg.api_url.endswith("/") else cfg.api_url + "/"
-    client = WebClient(**kwargs)
+    client = _CountingClient(**kwargs)
     client.retry_handlers.extend([RateLimitErrorRetryHandler(max_retry_count=3),
                                   ServerErrorRetryHandler(max_retry_count=3),
                                   ConnectionErrorRetryHandler(max_retry_count=2)])

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from bot.config import Config
 
 
 class ConfigError(Exception):
@@ -35,8 +38,16 @@ class SlackConfig:
     inventory: str | None = None
     data_dir: str | None = None
 
+    post_channel: str | None = None
+
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, *, http: bool = False) -> "SlackConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None, *, http: bool = False,
+                 settings: "Config | None" = None) -> "SlackConfig":
+        """Secrets from the environment; everything else from ``settings`` (bot.config: the config
+        file with the environment on top), loaded here from ``env`` when not given."""
+        from bot.config import ConfigError as FileConfigError
+        from bot.config import load_config
+
         env = os.environ if env is None else env
         bot = env.get("SLACK_BOT_TOKEN", "")
         if not bot.startswith("xoxb-"):
@@ -49,22 +60,17 @@ class SlackConfig:
         if not http and not (app_token or "").startswith("xapp-"):
             raise ConfigError("Socket Mode needs SLACK_APP_TOKEN (xapp-..., with connections:write); "
                               "or run `gpu-triage serve --http` with SLACK_SIGNING_SECRET")
-        lang = env.get("GPU_TRIAGE_SLACK_LANG") or None
-        if lang not in (None, "en", "zh"):
-            raise ConfigError(f"GPU_TRIAGE_SLACK_LANG={lang!r}: use en or zh, or unset it to follow each user's locale")
-        try:
-            max_mb = float(env.get("GPU_TRIAGE_MAX_UPLOAD_MB", "200"))
-            workers = int(env.get("GPU_TRIAGE_SLACK_WORKERS", "8"))
-        except ValueError as exc:
-            raise ConfigError(f"GPU_TRIAGE_MAX_UPLOAD_MB / GPU_TRIAGE_SLACK_WORKERS must be numbers ({exc})") from exc
-        if max_mb <= 0 or workers < 1:
-            raise ConfigError("GPU_TRIAGE_MAX_UPLOAD_MB must be > 0 and GPU_TRIAGE_SLACK_WORKERS >= 1")
+        if settings is None:
+            try:
+                settings = load_config(env=env)
+            except FileConfigError as exc:
+                raise ConfigError(str(exc)) from exc
+        slack, ssh = settings.section("slack"), settings.section("ssh")
         return cls(
             bot_token=bot, app_token=app_token, signing_secret=secret, api_url=env.get("SLACK_API_URL") or None,
-            collect_channels=_set(env.get("GPU_TRIAGE_COLLECT_CHANNELS")),
-            collect_users=_set(env.get("GPU_TRIAGE_COLLECT_USERS")),
-            collect_groups=_set(env.get("GPU_TRIAGE_COLLECT_GROUPS")),
-            diagnose_channels=_set(env.get("GPU_TRIAGE_DIAGNOSE_CHANNELS")), lang=lang,
-            max_upload_bytes=int(max_mb * 1024 * 1024), workers=workers,
-            ssh_config=env.get("GPU_TRIAGE_SSH_CONFIG") or None, login_node=env.get("GPU_TRIAGE_LOGIN_NODE") or None,
-            inventory=env.get("GPU_TRIAGE_INVENTORY") or None, data_dir=env.get("GPU_TRIAGE_DATA_DIR") or None)
+            collect_channels=frozenset(slack["collect_channels"]), collect_users=frozenset(slack["collect_users"]),
+            collect_groups=frozenset(slack["collect_groups"]),
+            diagnose_channels=frozenset(slack["diagnose_channels"]), lang=slack["lang"],
+            max_upload_bytes=int(float(slack["max_upload_mb"]) * 1024 * 1024), workers=int(slack["workers"]),
+            ssh_config=ssh["config"], login_node=ssh["login_node"], inventory=ssh["inventory"],
+            data_dir=settings.get("data_dir"), post_channel=slack["post_channel"])

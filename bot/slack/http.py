@@ -1,7 +1,8 @@
 """HTTP mode: a threaded server that hands Slack's signed requests to the Bolt app.
 
 Bolt verifies ``X-Slack-Signature`` (SLACK_SIGNING_SECRET) before any listener runs; a request
-with a bad signature gets 401 and nothing else happens. ``/healthz`` answers 200 for probes.
+with a bad signature gets 401 and nothing else happens. ``/healthz`` answers 200 for probes and
+``/metrics`` serves the Prometheus text of :mod:`bot.metrics`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
             self.wfile.write(body)
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            if urlparse(self.path).path == "/healthz":
+            path = urlparse(self.path).path
+            if path == "/healthz":
                 self._send(200, b"ok\n", {"Content-Type": "text/plain"})
+            elif path == "/metrics":
+                from bot import metrics
+
+                self._send(200, metrics.render().encode("utf-8"), {"Content-Type": metrics.CONTENT_TYPE})
             else:
                 self._send(404, b"not found\n", {"Content-Type": "text/plain"})
 

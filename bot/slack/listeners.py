@@ -36,6 +36,11 @@ def register_listeners(app, ctx: BotContext) -> None:
     def _command(ack, body, client, respond):
         on_diagnose_command(ctx, ack, body, client, respond)
 
+    @app.command("/runbook")
+    def _runbook_command(ack, body, client, respond):
+        ack()
+        ctx.submit(on_runbook_command, ctx, client, body, respond)
+
     @app.event("app_mention")
     def _mention(event, client, ack):
         ack()
@@ -130,6 +135,35 @@ def run_command(ctx: BotContext, client: WebClient, body: dict, respond) -> None
         return
     run_collection(ctx, client, user=user, channel=channel, thread_ts=None, lang=lang,
                    job=target if kind == "job" else None, nodes=target if kind == "nodes" else None)
+
+
+def on_runbook_command(ctx: BotContext, client: WebClient, body: dict, respond) -> None:
+    """``/runbook search <words>`` and ``/runbook <id>``: ephemeral, from the knowledge store."""
+    from bot.render.blocks import runbook_entry_blocks, runbook_search_blocks
+    from knowledge.store import Store
+
+    lang = ctx.lang_for(client, body.get("user_id"))
+    words = (body.get("text") or "").split()
+    if not words:
+        respond(response_type="ephemeral", text=t("runbook_usage", lang))
+        return
+    store = Store(ctx.cfg.data_dir)  # a connection of this worker thread
+    try:
+        if words[0].lower() == "search" and len(words) > 1:
+            query = " ".join(words[1:])
+            text, blocks = runbook_search_blocks(query, store.search(query, limit=10), lang)
+        else:
+            entry = store.get(words[0].lower()) if len(words) == 1 else None
+            if entry is None:
+                query = " ".join(words[1:] if words[0].lower() == "search" else words)
+                hits = store.search(query, limit=10) if query else []
+                text, blocks = runbook_search_blocks(query, hits, lang) if hits else (
+                    t("runbook_no_entry", lang, id=words[0]), None)
+            else:
+                text, blocks = runbook_entry_blocks(entry, lang)
+    finally:
+        store.db.close()
+    respond(response_type="ephemeral", text=text, blocks=blocks)
 
 
 # --- collection ----------------------------------------------------------------------------------

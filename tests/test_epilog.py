@@ -1,0 +1,112 @@
+"""The real Slurm epilog (deploy/slurm/epilog.sh) against the one-node Slurm's failed job, posting to
+the loopback Slack Web API; and the once-per-job claim under concurrent epilogs."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from test_collect_integration import _config_with_alias
+
+ROOT = Path(__file__).resolve().parent.parent
+EPILOG = ROOT / "deploy" / "slurm" / "epilog.sh"
+
+
+def _gpu_triage_bin(tmp_path: Path) -> str:
+    exe = shutil.which("gpu-triage")
+    if exe:
+        return exe
+    wrapper = tmp_path / "gpu-triage"
+    wrapper.write_text(f"#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m bot.cli \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def _epilog_env(slurm_job, cluster, slack_api, tmp_path, channel):
+    from conftest_slack import BOT_TOKEN
+
+    cfg = _config_with_alias(cluster, slurm_job.node, tmp_path)
+    log = tmp_path / "epilog.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_TRIAGE_", "SLACK_", "SLURM_"))}
+    env.update({
+        # as slurmd sets them for Epilog (no exit code: the script asks scontrol)
+        "SLURM_JOB_ID": slurm_job.job_id, "SLURM_JOBID": slurm_job.job_id, "SLURM_JOB_USER": "root",
+        "SLURM_JOB_UID": "0", "SLURMD_NODENAME": slurm_job.node, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd",
+        # gpu-triage
+        "GPU_TRIAGE_POST_CHANNEL": channel, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": slack_api.url,
+        "GPU_TRIAGE_DATA_DIR": str(tmp_path / "data"), "GPU_TRIAGE_SSH_CONFIG": str(cfg),
+        "GPU_TRIAGE_COMMAND_TIMEOUT": "5", "GPU_TRIAGE_EPILOG_DETACH": "0", "GPU_TRIAGE_EPILOG_LOG": str(log),
+        "GPU_TRIAGE_ENV_FILE": str(tmp_path / "no-env-file"), "GPU_TRIAGE_BIN": _gpu_triage_bin(tmp_path),
+    })
+    return env, log
+
+
+def _run(env):
+    return subprocess.run(["bash", str(EPILOG)], env=env, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_epilog_posts_a_failed_job_once(slurm_job, cluster, slack_api, tmp_path):
+    from conftest_slack import CHANNEL_ID
+
+    env, log = _epilog_env(slurm_job, cluster, slack_api, tmp_path, CHANNEL_ID)
+    first = _run(env)
+    assert first.returncode == 0, first.stderr
+    posts = slack_api.calls("chat.postMessage")
+    assert len(posts) == 1, log.read_text() if log.exists() else first.stderr
+    params = posts[0].params
+    assert params["channel"] == CHANNEL_ID and posts[0].status == 200
+    blocks = json.loads(params["blocks"]) if isinstance(params["blocks"], str) else params["blocks"]
+    text = json.dumps(blocks)
+    assert slurm_job.job_id in text                       # the job is named
+    assert "exited 0" in log.read_text()
+
+    second = _run(env)
+    assert second.returncode == 0
+    assert len(slack_api.calls("chat.postMessage")) == 1   # nothing new
+    assert "already posted" in log.read_text()
+
+
+def test_epilog_skips_successful_jobs_and_never_fails(slurm_job, cluster, slack_api, tmp_path):
+    from conftest_slack import CHANNEL_ID
+
+    env, log = _epilog_env(slurm_job, cluster, slack_api, tmp_path, CHANNEL_ID)
+    ok = _run({**env, "SLURM_JOB_EXIT_CODE2": "0:0"})      # as EpilogSlurmctld says for a success
+    assert ok.returncode == 0 and not slack_api.calls("chat.postMessage")
+    broken = _run({**env, "SLURM_JOB_EXIT_CODE2": "1:0", "SLACK_BOT_TOKEN": "not-a-token"})
+    assert broken.returncode == 0 and not slack_api.calls("chat.postMessage")
+    assert "SLACK_BOT_TOKEN" in log.read_text()
+    gone = _run({**env, "SLURM_JOB_EXIT_CODE2": "1:0", "GPU_TRIAGE_BIN": str(tmp_path / "missing")})
+    assert gone.returncode == 0
+
+
+def _claim(args):
+    from bot import post
+
+    return post.claim(*args)
+
+
+def test_claim_wins_once_under_concurrent_epilogs(tmp_path):
+    from bot import post
+
+    data = str(tmp_path / "data")
+    post.claim(data, "warmup", "C1")  # create the table first, as a real deployment has it
+    with ProcessPoolExecutor(max_workers=8) as pool:
+        won = list(pool.map(_claim, [(data, "4242", "C0OPS")] * 16))
+    assert won.count(True) == 1
+    assert post.posted(data, "4242", "C0OPS")["state"] == "pending"
+    post.done(data, "4242", "C0OPS", "123.456")
+    assert not post.claim(data, "4242", "C0OPS") and post.posted(data, "4242", "C0OPS")["ts"] == "123.456"
+    assert post.claim(data, "4242", "C0OTHER")  # another channel is another post
+
+
+def test_post_needs_job_and_token(tmp_path):
+    from test_preflight import cli
+
+    proc = cli(["diagnose", "x.log", "--post", "C1"], tmp_path, env={"SLACK_BOT_TOKEN": "xoxb-1"})
+    assert proc.returncode == 2 and "--job" in proc.stderr
+    proc = cli(["diagnose", "--job", "1", "--post", "C1"], tmp_path, env={"SLACK_BOT_TOKEN": ""})
+    assert proc.returncode == 1 and "SLACK_BOT_TOKEN" in proc.stderr
