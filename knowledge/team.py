@@ -16,7 +16,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from knowledge.loader import Entry, EntryError, Finder, _Lines, check_examples, entry_files, validate
+from knowledge.loader import Entry, EntryError, Finder, _Lines, check_examples, load_dir, validate
+from knowledge.loader import _load as load_entry_file
 
 KEY_ORDER = ("id", "category", "title", "symptom", "signatures", "phrases", "findings", "cause", "next_commands",
              "fix", "support", "references", "examples")
@@ -44,18 +45,10 @@ def validate_data(data: Any, *, name: str, text: str | None = None,
 
 
 def load_yaml(path: Path, finder: Finder | None = None) -> tuple[Entry | None, list[EntryError]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except OSError as exc:
-        return None, [EntryError(path, None, f"cannot read: {exc.strerror}")]
-    except UnicodeDecodeError:
-        return None, [EntryError(path, None, "not valid UTF-8; save the file as UTF-8")]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        return None, [EntryError(path, mark.line + 1 if mark else None,
-                                 f"YAML syntax error: {getattr(exc, 'problem', None) or exc}")]
-    entry, errors = validate_data(data, name=str(path), text=text, finder=finder)
+    """One entry file, with the loader's own parsing and rules, as a team entry."""
+    entry, errors = load_entry_file(path, examples=True, finder=finder)
+    if entry is not None:
+        entry.origin, entry.path = "team", ""
     return entry, errors
 
 
@@ -106,20 +99,10 @@ def export(entries: Iterable[Entry], directory: Path) -> list[Path]:
 
 
 def load_folder(directory: Path, finder: Finder | None = None) -> tuple[list[Entry], list[EntryError]]:
-    """Every ``*.yaml`` under ``directory``, validated; duplicate ids are errors."""
-    entries, errors, seen = [], [], {}
-    for path in entry_files(directory):
-        entry, errs = load_yaml(path, finder)
-        errors.extend(errs)
-        if entry is None:
-            continue
-        if entry.id != path.stem:
-            continue  # reported by validate
-        if entry.id in seen:
-            errors.append(EntryError(path, 1, f"duplicate id {entry.id!r}; also in {seen[entry.id]}"))
-            continue
-        seen[entry.id] = str(path)
-        entries.append(entry)
+    """Every ``*.yaml`` under ``directory``, validated by the loader; duplicate ids are errors."""
+    entries, errors = load_dir(directory, finder=finder)
+    for entry in entries:
+        entry.origin, entry.path = "team", ""
     return entries, errors
 
 
