@@ -305,7 +305,10 @@ def test_slurm_running_job(slurm, slurm_running_job):
     job = slurm_running_job
     assert job.state == "RUNNING" and job.node == slurm.node
     assert f"NodeList={slurm.node}" in job.scontrol and f"BatchHost={slurm.node}" in job.scontrol
+    def output() -> str:  # slurmstepd creates the file a moment after the job turns RUNNING
+        return job.stdout.read_text() if job.stdout.exists() else ""
+
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and "training started" not in job.stdout.read_text():
+    while time.monotonic() < deadline and "training started" not in output():
         time.sleep(0.1)
-    assert job.stdout.read_text() == "rank 0: training started\n"
+    assert output() == "rank 0: training started\n"
