@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--lang", choices=("en", "zh"),
                    help="language of the reply (default: $GPU_TRIAGE_LANG, the config's lang, or en)")
     d.add_argument("--explain", action="store_true", help="show why each cause ranked where it did")
+    d.add_argument("--record", action="store_true",
+                   help="store this diagnosis as an incident (the team's history: similar incidents, feedback, "
+                        "repeat-aware escalation); --post always records")
     d.add_argument("--rate-card",
                    help="YAML rate card for support estimates (see deploy/rate-card.example.yaml; default: "
                         "$GPU_TRIAGE_RATE_CARD or the config's rate_card)")
@@ -192,7 +195,11 @@ def _known_errors():
 
 def _engine(args, **kw):
     from bot.engine import Engine
+    from knowledge.escalation import Thresholds
 
+    settings = getattr(args, "settings", None)
+    if settings is not None:
+        kw.setdefault("thresholds", Thresholds.from_mapping(settings.section("escalation")))
     try:
         return Engine(data_dir=args.data_dir, **kw)
     except _known_errors() as exc:
@@ -320,6 +327,12 @@ def _diagnose(args) -> int:
 
         doc = as_dict(diagnosis, lang=args.lang, explain=args.explain)
         args.last_doc = doc
+        if args.record or args.post is not None:
+            # the incident feeds the team's history: similar incidents, learning, repeat escalation
+            record_doc = as_dict(diagnosis, lang=args.lang)
+            if collecting:
+                record_doc["bundle"] = str(path)
+            doc["incident"] = engine.runbook.record_incident(record_doc, source="cli")
     except _known_errors() as exc:
         raise Failure(str(exc)) from exc
     if args.format == "json":

@@ -128,6 +128,12 @@ SCHEMA: dict[str, Any] = {
         "skip_checks": (_str_list, []),
         "unknown_fails": (_bool, False),
     },
+    "escalation": {  # repeat-aware escalation (knowledge/escalation.py): counts within a window
+        "same_xid_per_gpu": {"more_than": (_number(0, integer=True), 5), "hours": (_number(0, strict=True), 24)},
+        "hardware_per_gpu": {"more_than": (_number(0, integer=True), 5), "hours": (_number(0, strict=True), 24)},
+        "node_failed_jobs": {"more_than": (_number(0, integer=True), 2), "days": (_number(0, strict=True), 7)},
+        "burst_minutes": (_number(0), 5),
+    },
     "metrics": {
         "enabled": (_bool, True),
         "host": (_opt_str, "0.0.0.0"),

@@ -350,3 +350,30 @@ def test_an_xid_burst_counts_once_and_another_gpu_or_day_does_not_add(fresh_engi
     doc = as_dict(fresh_engine.diagnose_text(xid_paste(9, minute=30, pid=9)))
     esc = evaluate(doc, lambda node, since: rb.node_events(node, since=since), thresholds=th)
     assert esc is not None and {r["rule"] for r in esc.reasons} >= {"same_xid_per_gpu"}
+
+
+def test_cli_records_incidents_and_reads_escalation_thresholds_from_the_config(tmp_path):
+    """`diagnose --record` feeds the history; the config file's escalation section sets the bar."""
+    import shutil
+
+    cfg = tmp_path / "gpu-triage.yaml"
+    cfg.write_text("escalation:\n  same_xid_per_gpu: {more_than: 1, hours: 24}\n")
+    env = {**os.environ, "GPU_TRIAGE_DATA_DIR": str(tmp_path / "data")}
+    exe = shutil.which("gpu-triage")
+    cmd = [exe] if exe else [sys.executable, "-m", "bot.cli"]
+
+    def diagnose(hour: int, *extra: str) -> dict:
+        log = tmp_path / f"xid-{hour}.log"
+        log.write_text(xid_paste(hour, pid=100 + hour))
+        proc = subprocess.run(cmd + ["--config", str(cfg), "diagnose", str(log), "--format", "json", *extra],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    first = diagnose(8)  # not recorded, so it adds nothing to the history
+    assert "incident" not in first and not first.get("escalation")
+    recorded = diagnose(9, "--record")  # one event (the 8 h run was not stored): below "more than 1"
+    assert recorded.get("incident") and not recorded.get("escalation")
+    second = diagnose(11, "--record")  # the stored 9 h event + this one: 2 > 1
+    assert second["escalation"]["tier"] == "vendor"
+    assert all(c["support"]["tier"] == "vendor" for c in second["causes"])

@@ -125,7 +125,10 @@ def create_app(cfg: SlackConfig, *, engine=None, runbook=None, client: WebClient
     from knowledge.runbook import Runbook
 
     client = client or web_client(cfg)
-    engine = engine or Engine(data_dir=cfg.data_dir)
+    if engine is None:
+        from knowledge.escalation import Thresholds
+
+        engine = Engine(data_dir=cfg.data_dir, thresholds=Thresholds.from_mapping(cfg.escalation))
     runbook = runbook or Runbook(cfg.data_dir)
     app = App(client=client, signing_secret=cfg.signing_secret if http else None,
               token_verification_enabled=False, request_verification_enabled=http,

@@ -39,6 +39,7 @@ class SlackConfig:
     data_dir: str | None = None
 
     post_channel: str | None = None
+    escalation: dict | None = None        # thresholds for repeat-aware escalation (config "escalation")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, http: bool = False,
@@ -73,4 +74,5 @@ class SlackConfig:
             diagnose_channels=frozenset(slack["diagnose_channels"]), lang=slack["lang"],
             max_upload_bytes=int(float(slack["max_upload_mb"]) * 1024 * 1024), workers=int(slack["workers"]),
             ssh_config=ssh["config"], login_node=ssh["login_node"], inventory=ssh["inventory"],
-            data_dir=settings.get("data_dir"), post_channel=slack["post_channel"])
+            data_dir=settings.get("data_dir"), post_channel=slack["post_channel"],
+            escalation=settings.section("escalation"))
