@@ -233,3 +233,18 @@ TEXT.update({
     "runbook_no_incidents": {"en": "No confirmed incidents yet.", "zh": "还没有已确认的事件。"},
     "runbook_index": {"en": "Team runbook", "zh": "团队运行手册"},
 })
+
+# labels for the cross-node comparison (collectors/compare.py "what")
+TEXT.update({
+    "what.driver": {"en": "driver version", "zh": "驱动版本"},
+    "what.cuda": {"en": "CUDA version", "zh": "CUDA 版本"},
+    "what.nccl": {"en": "NCCL version", "zh": "NCCL 版本"},
+    "what.pytorch": {"en": "PyTorch version", "zh": "PyTorch 版本"},
+    "what.ofed": {"en": "OFED version", "zh": "OFED 版本"},
+    "what.ib-port": {"en": "IB port state", "zh": "IB 端口状态"},
+    "what.shm-used-pct": {"en": "/dev/shm use %", "zh": "/dev/shm 使用率 %"},
+    "what.shm-size-bytes": {"en": "/dev/shm size (bytes)", "zh": "/dev/shm 大小（字节）"},
+    "what.gpu-memory-used-mib": {"en": "GPU memory in use (MiB)", "zh": "GPU 显存占用（MiB）"},
+    "what.gpu-count": {"en": "GPU count", "zh": "GPU 数量"},
+    "all_ports_active": {"en": "all ports Active", "zh": "所有端口均为 Active"},
+})

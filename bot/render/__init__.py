@@ -42,6 +42,17 @@ def _support(block: dict[str, Any] | None, entry, lang: str) -> dict[str, Any]:
     return block
 
 
+def _what(attrs: dict[str, Any], lang: str) -> str:
+    """The compared quantity in the reader's language, with the device/GPU it concerns."""
+    from bot.messages import TEXT
+
+    what = str(attrs.get("what"))
+    label = t(f"what.{what}", lang) if f"what.{what}" in TEXT else what
+    where = attrs.get("device") and f"{attrs['device']}:{attrs.get('port', 1)}" or \
+        (f"GPU {attrs['gpu']}" if attrs.get("gpu") is not None else "")
+    return f"{label} ({where})" if where else label
+
+
 def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "causes": [_cause_dict(diagnosis, c, lang, explain) for c in diagnosis.causes],
@@ -57,8 +68,9 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
     }
     out["odd_nodes"] = [
         {"node": f.node, "what": f.attrs.get("what"), "value": f.attrs.get("value"), "others": f.attrs.get("others"),
-         "text": t("odd_line", lang, node=f.node, what=f.attrs.get("what"), value=f.attrs.get("value"),
-                   others=f.attrs.get("others"))}
+         "text": t("odd_line", lang, node=f.node, what=_what(f.attrs, lang), value=f.attrs.get("value"),
+                   others=t("all_ports_active", lang) if f.attrs.get("others") == "all ports Active"
+                   else f.attrs.get("others"))}
         for f in diagnosis.findings if f.kind == "node-mismatch"]
     out["signature"] = getattr(diagnosis, "signature", "")
     out["similar"] = [_similar(g, lang) for g in getattr(diagnosis, "similar", None) or []]
