@@ -20,7 +20,7 @@ from slack_fakes import (APP_TOKEN, BOT_TOKEN, app_mention_event, event_body, in
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
-ECC_LOG = ROOT / "examples" / "ecc-error-then-nccl-watchdog.log"
+ECC_LOG = ROOT / "tests" / "corpus" / "gpu-hardware" / "kohya-sdxl-ecc-nccl-watchdog.log"
 
 
 @pytest.fixture
