@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Sequence
 
 from collectors import trainlog
 from collectors.findings import Finding, FirstError, LogLine
+from knowledge import catalog as catalog_mod
 from knowledge.match import CONFIDENT, Cause, Matcher
 from knowledge.store import Store
 from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
@@ -106,7 +107,8 @@ class Engine:
 
         self.data_dir, self.entries_path = data_dir, entries
         self.store = Store(data_dir, entries=entries)
-        self.matcher = Matcher(self.store.entries())
+        self.catalog = catalog_mod.shipped()
+        self.matcher = Matcher(self.store.entries(), self.catalog)
         self.keywords = sorted(self.matcher.anchors())
         self._team_rev = self.store.team_revision()
         self._reload_lock = threading.Lock()
@@ -137,7 +139,7 @@ class Engine:
             return
         with self._reload_lock:
             if rev != self._team_rev:
-                matcher = Matcher(Store(self.data_dir, entries=self.entries_path).entries())
+                matcher = Matcher(Store(self.data_dir, entries=self.entries_path).entries(), self.catalog)
                 self.matcher, self.keywords, self._team_rev = matcher, sorted(matcher.anchors()), rev
 
     def diagnose_paths(self, paths: Sequence[str], *, stdin: BinaryIO | None = None) -> Diagnosis:
@@ -182,7 +184,9 @@ class Engine:
         started = time.perf_counter() if started is None else started
         self.refresh()
         findings = list(parsed.findings) + list(extra_findings)
-        ranked = self.matcher.match(parsed.lines, findings, parsed.first_error)
+        hits = self.catalog.scan(parsed.lines)
+        findings += self.catalog.findings(hits, findings)
+        ranked = self.matcher.match(parsed.lines, findings, parsed.first_error, hits=hits)
         fe = parsed.first_error
         first_line = fe.line if fe else next((e.line for c in ranked[:1] for e in c.evidence[:1]), "")
         sig = learning.signature(first_line, (f.kind for f in findings))

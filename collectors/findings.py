@@ -33,6 +33,7 @@ KINDS: dict[str, dict[str, str]] = {
         "timeout_ms": "watchdog timeout, ms",
         "elapsed_ms": "time the op ran before the watchdog fired, ms",
         "numel_in": "NumelIn",
+        "pg": "process group id, when printed ([PG 0 Rank 3], [PG ID 1 ...])",
     },
     "nccl-error": {
         "reason": "one of: unhandled-system-error, unhandled-cuda-error, internal-error, "
@@ -77,6 +78,11 @@ KINDS: dict[str, dict[str, str]] = {
         "text": "the line",
     },
     "elastic-restart": {"text": "restarts exhausted / worker group failed"},
+    "collective-mismatch": {
+        "seq": "sequence number at which the ranks disagree",
+        "ops": "the differing op types or sizes, e.g. ALLREDUCE/ALLGATHER or NumelIn 1024/2048",
+        "ranks": "the ranks seen, comma-separated",
+    },
     "rank-straggler": {
         "ranks": "comma-separated ranks that did not report the collective timeout the others did",
         "seq": "the sequence number the other ranks were stuck at",

@@ -93,7 +93,7 @@ _VOCAB = [
     r"/dev/shm", r"root cause", r"worker group", r"restart", r"illegal", r"assert",
     r"no kernel image", r"insufficient", r"launch failure", r"cublas_status", r"cudnn_status",
     r"nvlink", r"aer:", r"pcie bus error", r"xfs \(", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
-    r"by peer", r"interrupt", r"terminate", r"stalled",
+    r"by peer", r"interrupt", r"terminate", r"stalled", r"semlock",
 ]
 # Lines that say training is under way (for cuda-oom's at_start).
 _STEP = (r"(\b(global_)?step\b[ :=#]*[0-9]+|\biter(ation)?\b[ :=#]*[0-9]+|"
@@ -428,6 +428,7 @@ def _r_oom(t: str, low: str) -> list:
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
                        r"(?:, NumelIn=(\d+))?[^)]*?Timeout\(ms\)=(\d+)\) ran for (\d+) milli")
 _PG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_PG_ID = re.compile(r"\[PG (?:ID )?(\d+)")
 
 
 _TIMEOUT_AT = re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
@@ -535,7 +536,8 @@ def _r_cuda_error(t: str, low: str) -> list:
     return [("cuda-error", {"error": err, "text": t})]
 
 
-_SHM_HINTS = ("shared memory", "/dev/shm", "</torch_", "shm_open", "shm.h:", "shmutils", "posix_fallocate")
+_SHM_HINTS = ("shared memory", "/dev/shm", "</torch_", "shm_open", "shm.h:", "shmutils", "posix_fallocate",
+              "semlock", "multiprocessing/synchronize.py", "multiprocessing/heap.py")
 
 
 def _shm_context(low: str) -> bool:
@@ -794,6 +796,7 @@ class _Src:
     last_tkey: float | None = None
     first_step: int | None = None
     follow: int = 0
+    shm_line: int = -100  # last line that spoke of shared memory (a SemLock frame, a /dev/shm path)
     tb: dict = field(default_factory=dict)  # (rank, node) -> in traceback
     summary: dict = field(default_factory=dict)
     bad_lines: int = 0
@@ -961,6 +964,12 @@ class _Scanner:
         found: list[tuple[str, dict]] = []
         for rule in _RULES:
             found.extend(rule(t, low))
+        if _shm_context(low):
+            src.shm_line = cl.line_no
+        elif cl.line_no - src.shm_line <= 8:
+            # ENOSPC right under a SemLock or /dev/shm frame of the same traceback: /dev/shm is full,
+            # not the disk
+            found = [("shm-error", {"text": t}) if k == "disk-full" else (k, a) for k, a in found]
         found.extend(self._stateful(src, cl, t, low))
         m = re.search(r"\brank (\d+) nranks (\d+)", t)
         if m:
@@ -1049,6 +1058,9 @@ class _Scanner:
             m = _PG_RANK.search(cl.text)
             if m and rank is None:
                 rank = int(m.group(1))
+            m = _PG_ID.search(cl.text)
+            if m:
+                attrs["pg"] = int(m.group(1))
         f = Finding(kind=kind, attrs=attrs, line=cl.text, line_no=cl.line_no, rank=rank, node=cl.node,
                     source=cl.source, ts=cl.ts)
         self.findings.append(f)
@@ -1095,6 +1107,7 @@ class _Scanner:
                           source=ln.source)
 
     def _stragglers(self) -> None:
+        self._mismatches()
         by_seq: dict[int, list[Finding]] = {}
         for f in self.findings:
             if f.kind == "nccl-timeout" and "seq" in f.attrs and f.rank is not None:
@@ -1112,6 +1125,26 @@ class _Scanner:
             first = fs[0]
             self.findings.append(Finding(
                 kind="rank-straggler", attrs={"ranks": ",".join(map(str, silent)), "seq": seq},
+                line=first.line, line_no=first.line_no, rank=None, node=first.node, source=first.source,
+                ts=first.ts))
+
+    def _mismatches(self) -> None:
+        """Ranks stuck at the same sequence number of one process group in different collectives
+        (another op type, or another size) are out of step: a code desync, not the network."""
+        by_key: dict[tuple, list[Finding]] = {}
+        for f in self.findings:
+            if f.kind == "nccl-timeout" and "seq" in f.attrs and "op" in f.attrs:
+                by_key.setdefault((f.attrs.get("pg"), f.attrs["seq"]), []).append(f)
+        for (_, seq), fs in sorted(by_key.items(), key=lambda kv: kv[0][1]):
+            ops = sorted({f.attrs["op"] for f in fs})
+            sizes = sorted({f.attrs["numel_in"] for f in fs if "numel_in" in f.attrs})
+            if len(ops) < 2 and len(sizes) < 2:
+                continue
+            what = "/".join(ops) if len(ops) > 1 else "NumelIn " + "/".join(map(str, sizes))
+            ranks = sorted({f.rank for f in fs if f.rank is not None})
+            first = fs[0]
+            self.findings.append(Finding(
+                kind="collective-mismatch", attrs={"seq": seq, "ops": what, "ranks": ",".join(map(str, ranks))},
                 line=first.line, line_no=first.line_no, rank=None, node=first.node, source=first.source,
                 ts=first.ts))
 

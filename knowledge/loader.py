@@ -36,7 +36,7 @@ DRIVERS = ("gpu-count", "network", "reproducibility", "parts")
 LANGS = ("en", "zh")
 
 REQUIRED = ("id", "category", "title", "cause", "next_commands", "fix", "support", "references", "examples")
-OPTIONAL = ("signatures", "phrases", "findings", "symptom")
+OPTIONAL = ("signatures", "phrases", "findings", "symptom", "backstop")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 URL_RE = re.compile(r"^https?://\S+$")
 # YAML's folded scalars join lines with a space; between two CJK characters (or after CJK
@@ -90,13 +90,14 @@ class Entry:
     phrases: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     symptom: bool = False
+    backstop: bool = False  # a family-level cause the message catalogs fall back on (knowledge/catalog/)
     origin: str = "curated"  # curated | team
     path: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id, "category": self.category, "title": self.title, "symptom": self.symptom,
-            "signatures": self.signatures, "phrases": self.phrases, "findings": self.findings,
+            "backstop": self.backstop, "signatures": self.signatures, "phrases": self.phrases, "findings": self.findings,
             "cause": self.cause, "next_commands": self.next_commands, "fix": self.fix,
             "support": self.support, "references": self.references, "examples": self.examples,
             "origin": self.origin, "path": self.path,
@@ -199,8 +200,9 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
     for key in data:
         if key not in REQUIRED and key not in OPTIONAL:
             err((key,), f"unknown key {key!r}; allowed: {', '.join(REQUIRED + OPTIONAL)}")
-    if not any(data.get(k) for k in ("signatures", "phrases", "findings")):
-        err((), "an entry needs at least one of signatures, phrases or findings to be matched")
+    if not any(data.get(k) for k in ("signatures", "phrases", "findings")) and data.get("backstop") is not True:
+        err((), "an entry needs at least one of signatures, phrases or findings to be matched "
+                "(or backstop: true, when only message-catalog rows point at it)")
 
     eid = data.get("id")
     if not isinstance(eid, str) or not ID_RE.match(eid):
@@ -209,8 +211,9 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
         err(("id",), f"id {eid!r} must equal the file name ({path.stem!r}); rename one of them")
     if data.get("category") not in CATEGORIES:
         err(("category",), f"category {data.get('category')!r} is not one of: {', '.join(CATEGORIES)}")
-    if "symptom" in data and not isinstance(data["symptom"], bool):
-        err(("symptom",), "symptom must be true or false")
+    for flag in ("symptom", "backstop"):
+        if flag in data and not isinstance(data[flag], bool):
+            err((flag,), f"{flag} must be true or false")
     for key in ("title", "cause"):
         if key in data:
             _bilingual(data[key], key, err, (key,))
@@ -289,7 +292,7 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
         next_commands=cmds, fix=fix, support={"drivers": [], **sup}, references=refs,
         examples={"match": ex.get("match") or [], "near_miss": ex.get("near_miss") or []},
         signatures=sigs, phrases=data.get("phrases") or [], findings=rules,
-        symptom=bool(data.get("symptom", False)), path=str(path),
+        symptom=bool(data.get("symptom", False)), backstop=bool(data.get("backstop", False)), path=str(path),
     )
     return entry, errors
 
@@ -318,6 +321,9 @@ def check_examples(entry: Entry, lines: _Lines | None = None, finder: Finder | N
 
     errors = []
     where = lines.line("examples") if lines else None
+    if entry.backstop and not (entry.signatures or entry.phrases or entry.findings):
+        # a family fed only by catalog rows: `python -m knowledge.catalog check` checks its examples
+        return errors
     for line in entry.examples.get("match", []):
         if matches(line) is False:
             errors.append(EntryError(entry.path, where, f"example {line[:80]!r} is not matched by any "

@@ -9,6 +9,11 @@ How a confidence is made (``--explain`` prints the same story for each cause):
   includes the first error in time 0.25;
 * the weights combine as independent votes: ``1 - prod(1 - w)``; a ``rules_out`` finding
   multiplies the result by 0.35;
+* a line that matches a message-catalog row (``knowledge/catalog/``) counts as a signature hit
+  for the row's entry, when it names one, and as a hit of weight 0.5 for the row's family
+  (a ``backstop`` entry); a backstop is halved when a specific cause of its own category reached
+  the bar, so it only speaks when nothing more specific does (beside a cause of another category it
+  stays, as an alternative);
 * entries marked ``symptom`` (the "remote process exited" chorus, and wrappers such as NCCL's
   "unhandled system error" that say "look underneath") are halved when a specific cause reached
   0.5, so the echo never outranks what it echoes;
@@ -40,6 +45,8 @@ W_SOURCES = 0.2
 W_FIRST_ERROR = 0.25
 RULES_OUT_FACTOR = 0.35
 SYMPTOM_FACTOR = 0.5
+W_BACKSTOP = 0.5
+BACKSTOP_FACTOR = 0.5
 PRIMARY_RULE = 0.5  # a finding rule with at least this weight can make a cause on its own
 SUPPORT_ONLY_CAP = 0.3
 MAX_LINE = 400  # characters of a line that take part in fuzzy matching
@@ -172,8 +179,10 @@ def entry_matches_line(entry: Entry, line: str) -> bool:
 class Matcher:
     """Compiled once per process; :meth:`match` is the per-diagnosis hot path."""
 
-    def __init__(self, entries: Sequence[Entry]):
+    def __init__(self, entries: Sequence[Entry], catalog: Any = None):
         self.entries = list(entries)
+        self.catalog = catalog
+        self._index = {e.id: i for i, e in enumerate(self.entries)}
         self._compiled = [
             _Compiled(e, [(re.compile(s, re.IGNORECASE), literal_anchor(s)) for s in e.signatures],
                       [p for p in (normalise(p) for p in e.phrases) if p])
@@ -214,7 +223,10 @@ class Matcher:
 
     def anchors(self) -> set[str]:
         """Literal keywords the log parser should keep lines for, besides its own vocabulary."""
-        return set(self._anchored)
+        out = set(self._anchored)
+        if self.catalog is not None:
+            out |= self.catalog.anchors()
+        return out
 
     def _signature_candidates(self, low: str) -> Iterable[tuple[int, int]]:
         if self._automaton is not None:
@@ -230,11 +242,23 @@ class Matcher:
         yield from self._unanchored
 
     def match(self, lines: Sequence[LogLine], findings: Sequence[Finding] = (),
-              first_error: FirstError | None = None) -> list[Cause]:
-        """Score every entry against the lines and findings; all causes, best first."""
+              first_error: FirstError | None = None, hits: Sequence[Any] | None = None) -> list[Cause]:
+        """Score every entry against the lines and findings; all causes, best first.
+
+        ``hits`` are the message-catalog hits on ``lines`` when the caller already scanned them
+        (to draw findings from them); otherwise the matcher's catalog scans the lines here.
+        """
         n = len(self._compiled)
         sig_hits: list[dict[tuple[str, int], tuple[LogLine, str]]] = [dict() for _ in range(n)]
         phrase_best: list[tuple[float, LogLine, str] | None] = [None] * n
+        if hits is None and self.catalog is not None:
+            hits = self.catalog.scan(lines)
+        for hit in hits or ():
+            key = (hit.line.source, hit.line.line_no)
+            for target in (hit.row.entry, hit.row.family):
+                ti = self._index.get(target) if target else None
+                if ti is not None and key not in sig_hits[ti]:
+                    sig_hits[ti][key] = (hit.line, f"{CATALOG_TAG}{hit.row.id}")
         for line in lines:
             text = line.text
             low = text.lower()
@@ -262,6 +286,13 @@ class Matcher:
             cause = self._score(ei, comp.entry, sig_hits[ei], phrase_best[ei], findings, first_error)
             if cause is not None:
                 causes.append(cause)
+        specific = {c.category for c in causes
+                    if c.confidence >= CONFIDENT and not c.entry.symptom and not c.entry.backstop}
+        for cause in causes:
+            if cause.entry.backstop and cause.category in specific:
+                cause.confidence = round(cause.confidence * BACKSTOP_FACTOR, 3)
+                cause.explain.append(f"x{BACKSTOP_FACTOR}: a family-level cause while a specific cause of the "
+                                     "same category is present")
         strong = any(c.confidence >= 0.5 and not c.entry.symptom for c in causes)
         if strong:
             for cause in causes:
@@ -286,8 +317,9 @@ class Matcher:
 
         if sig_hits:
             hits = sorted(sig_hits.values(), key=lambda h: (h[0].source, h[0].line_no))
-            weights.append(W_SIGNATURE)
-            explain.append(f"+{W_SIGNATURE}: signature /{hits[0][1]}/ matched line {hits[0][0].line_no}")
+            w_sig = W_BACKSTOP if entry.backstop else W_SIGNATURE
+            weights.append(w_sig)
+            explain.append(f"+{w_sig}: {_hit_text(hits[0][1])} matched line {hits[0][0].line_no}")
             more = min(len(hits) - 1, 3)
             for _ in range(more):
                 weights.append(W_MORE_LINES)
@@ -295,7 +327,7 @@ class Matcher:
                 explain.append(f"+{W_MORE_LINES}x{more}: {len(hits)} lines matched in all")
             for line, pattern in hits[:5]:
                 evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
-                                         f"signature /{pattern}/"))
+                                         _hit_text(pattern)))
                 sources.add(_source_kind(line.source))
             primary.update((line.source, line.line_no) for line, _ in hits)
         if phrase_hit is not None:
@@ -351,6 +383,15 @@ class Matcher:
             explain.append(f"capped at {SUPPORT_ONLY_CAP}: only supporting findings (weight < {PRIMARY_RULE}), "
                            "no signature, phrase or primary finding")
         return Cause(entry, round(confidence, 3), evidence, explain, used)
+
+
+CATALOG_TAG = "catalog:"
+
+
+def _hit_text(pattern: str) -> str:
+    if pattern.startswith(CATALOG_TAG):
+        return f"catalog message {pattern[len(CATALOG_TAG):]}"
+    return f"signature /{pattern}/"
 
 
 def _source_kind(source: str) -> str:

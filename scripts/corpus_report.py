@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Print top-1 / top-3 category accuracy over the labelled corpus of real logs, per category.
+"""Print category accuracy on the development set (tests/corpus) and the locked held-out set
+(tests/heldout) side by side, per category and per framework, beside a keyword grep.
 
-    python scripts/corpus_report.py
+    python scripts/corpus_report.py              # both sets, summary and misses
+    python scripts/corpus_report.py --frameworks # add the per-framework tables
 """
 
 import sys
@@ -13,7 +15,34 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from bot.engine import Engine  # noqa: E402
-from corpus_eval import evaluate, table  # noqa: E402
+from corpus_eval import CORPUS, HELDOUT, evaluate, grep_top1, load_cases, summary, table  # noqa: E402
 
-with tempfile.TemporaryDirectory() as tmp:
-    print(table(evaluate(Engine(data_dir=tmp))))
+
+def main() -> int:
+    frameworks = "--frameworks" in sys.argv
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = Engine(data_dir=tmp)
+        sets = [("development (tests/corpus)", load_cases(CORPUS))]
+        if (HELDOUT / "labels").is_dir():
+            sets.append(("held-out (tests/heldout)", load_cases(HELDOUT)))
+        rows = []
+        for name, cases in sets:
+            results = evaluate(engine, cases)
+            s = summary(results)
+            zh = [r for r in results if r.case.lang == "zh"]
+            rows.append((name, s, grep_top1(cases), len(zh)))
+            print(f"== {name}")
+            print(table(results))
+            if frameworks:
+                print()
+                print(table(results, by="framework", misses=False))
+            print()
+    print(f"{'set':28} {'n':>4} {'top-1':>7} {'top-3':>7} {'XID':>7} {'grep':>7} {'zh':>4}")
+    for name, s, grep, zh in rows:
+        xid = f"{s['xid']:.1%}" if s["xid_n"] else "-"
+        print(f"{name:28} {s['n']:4} {s['top1']:7.1%} {s['top3']:7.1%} {xid:>7} {grep:7.1%} {zh:4}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,609 @@
+"""The message catalogs: what the software in a training job can print when it fails.
+
+``knowledge/catalog/<source>.yaml`` holds one row per failure message of one source (NCCL,
+PyTorch, CUDA, the NVIDIA driver, the Linux kernel, Slurm, ...), read from that software's own
+source or binaries (``docs/catalogs.md``).  This module loads and validates the rows, turns each
+message's format string into a pattern, and scans cleaned log lines for them:
+
+* :func:`load` -> a :class:`Catalog` (rows and every problem, as ``file:line: reason``);
+* :meth:`Catalog.scan` -> the :class:`Hit` s on a list of :class:`LogLine` s, found through an
+  Aho-Corasick pass over each row's longest literal run and confirmed with RE2 (linear time,
+  whatever the line);
+* :meth:`Catalog.findings` -> the typed findings the hit rows declare;
+* :meth:`Catalog.anchors` -> literal keywords for the scan's byte-level prefilter.
+
+Run ``python -m knowledge.catalog check`` to validate every catalog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from collectors.findings import KINDS, Finding, LogLine
+
+CATEGORIES = ("gpu-memory", "communication", "shared-memory", "gpu-hardware", "checkpoint-storage",
+              "host-memory", "scheduler", "software")
+FILE_KEYS = ("source", "library", "version", "read_from", "url", "defaults", "messages")
+ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "finding", "example", "note")
+ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MIN_LITERAL = 12  # literal characters a message needs in all ...
+MIN_RUN = 6       # ... and in one run, so that it says something specific
+MAX_HITS_PER_ROW = 50  # lines kept per row: a log repeating one message a million times says it once
+
+# printf conversions (flags, width, precision, length) and {}-style fields
+_PRINTF = re.compile(r"%(?P<flags>[-+ #0']*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
+                     r"(?P<len>hh|h|ll|l|L|q|j|z|Z|t|I64|I32|I)?(?P<conv>[diouxXeEfFgGaAcspn])")
+_BRACE = re.compile(r"\{(?P<name>[A-Za-z_]\w*|\d+)?(?:![rsa])?(?::(?P<spec>[^{}]*))?\}")
+
+
+def catalog_dir() -> Path:
+    return Path(__file__).resolve().parent
+
+
+class CatalogError(Exception):
+    def __init__(self, path: Path | str, line: int | None, reason: str):
+        self.path, self.line, self.reason = str(path), line, reason
+        super().__init__(f"{self.path}:{line or 1}: {reason}")
+
+
+# --------------------------------------------------------------------------------------------
+# Format strings -> patterns
+# --------------------------------------------------------------------------------------------
+@dataclass
+class _Piece:
+    literal: str | None = None  # a literal run, or None for a placeholder
+    conv: str = "s"             # printf conversion, or "s" for {} fields
+    name: str | None = None
+
+
+def _pieces(text: str) -> list[_Piece]:
+    """Split a format string into literal runs and placeholders (printf and {} styles)."""
+    out: list[_Piece] = []
+    buf: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "%":
+            if text.startswith("%%", i):
+                buf.append("%")
+                i += 2
+                continue
+            m = _PRINTF.match(text, i)
+            if m:
+                if buf:
+                    out.append(_Piece("".join(buf)))
+                    buf = []
+                out.append(_Piece(None, m.group("conv")))
+                i = m.end()
+                continue
+        elif c == "{":
+            if text.startswith("{{", i):
+                buf.append("{")
+                i += 2
+                continue
+            m = _BRACE.match(text, i)
+            if m:
+                if buf:
+                    out.append(_Piece("".join(buf)))
+                    buf = []
+                spec = m.group("spec") or ""
+                conv = "d" if spec.endswith("d") else "f" if spec.endswith(("f", "e", "g", "%")) else \
+                    "x" if spec.endswith(("x", "X")) else "s"
+                name = m.group("name")
+                out.append(_Piece(None, conv, name if name and not name.isdigit() else None))
+                i = m.end()
+                continue
+        elif c == "}" and text.startswith("}}", i):
+            buf.append("}")
+            i += 2
+            continue
+        buf.append(c)
+        i += 1
+    if buf:
+        out.append(_Piece("".join(buf)))
+    return out
+
+
+_CONV_RE = {
+    "d": r"[-+]?\d+", "i": r"[-+]?\d+", "u": r"\d+", "o": r"[0-7]+",
+    "x": r"(?:0[xX])?[0-9a-fA-F]+", "X": r"(?:0[xX])?[0-9a-fA-F]+", "p": r"(?:0[xX])?[0-9a-fA-F]+|\(nil\)",
+    "f": r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)", "c": r".",
+}
+_FILL = {"d": "3", "i": "3", "u": "12", "o": "17", "x": "1f", "X": "1F", "p": "0x7f3a2c000000",
+         "f": "1.50", "c": "x", "s": "value"}
+
+
+def _literal_re(lit: str) -> str:
+    # runs of whitespace in a format string match any run of whitespace in a log
+    parts = re.split(r"\s+", lit)
+    return r"\s+".join(re.escape(p) for p in parts)
+
+
+def text_to_pattern(text: str) -> tuple[str, list[str]]:
+    """A printf/{} format string -> (RE2 pattern, group name of each placeholder in order).
+
+    Placeholders become capture groups ``p1``, ``p2``... (or their ``{name}``); leading and
+    trailing placeholders are dropped, since "anywhere in the line" already covers them.
+    """
+    pieces = _pieces(text)
+    while pieces and pieces[0].literal is None:
+        pieces.pop(0)
+    while pieces and pieces[-1].literal is None:
+        pieces.pop()
+    out, names = [], []
+    n = 0
+    for k, p in enumerate(pieces):
+        if p.literal is not None:
+            out.append(_literal_re(p.literal))
+            continue
+        n += 1
+        name = p.name or f"p{n}"
+        if name in names:
+            name = f"p{n}"
+        names.append(name)
+        body = _CONV_RE.get(p.conv)
+        if body is None:  # %s, {}: anything, but not across the next literal for ever
+            body = r".{0,400}?"
+        out.append(f"(?P<{name}>{body})")
+    return "".join(out), names
+
+
+def fill(text: str) -> str:
+    """The format string with each placeholder filled with a plain value (a default example)."""
+    return "".join(p.literal if p.literal is not None else _FILL.get(p.conv, "value") for p in _pieces(text))
+
+
+def literal_runs(text: str | None, pattern: str | None) -> list[str]:
+    """The literal runs every match must contain (lower-cased, whitespace-normalised)."""
+    if text is not None:
+        pieces = _pieces(text)
+        runs = [p.literal for p in pieces if p.literal is not None]
+    else:
+        runs = _regex_literals(pattern or "")
+    return [" ".join(r.split()).lower() for r in runs if r.strip()]
+
+
+def _regex_literals(pattern: str) -> list[str]:
+    """Top-level literal runs of a regex (a run breaks at anything that is not a plain character)."""
+    try:
+        import re._parser as sre_parse  # type: ignore[import-not-found]
+        from re._constants import LITERAL  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+        from sre_constants import LITERAL  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern)
+    except re.error:
+        return []
+    runs, run = [], []
+    for op, arg in list(parsed) + [(None, None)]:
+        if op is LITERAL:
+            run.append(chr(arg))
+            continue
+        if run:
+            runs.append("".join(run))
+        run = []
+    return runs
+
+
+def _anchor(runs: list[str]) -> str | None:
+    """The longest literal run, the one the prefilter and the automaton look for."""
+    best = max((r.strip() for r in runs), key=len, default="")
+    return best if len(best) >= MIN_RUN else None
+
+
+# --------------------------------------------------------------------------------------------
+# Rows
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Row:
+    id: str
+    source: str
+    category: str
+    family: str
+    pattern: str
+    names: list[str]
+    anchor: str
+    text: str | None = None
+    entry: str | None = None
+    finding: dict[str, Any] | None = None
+    example: str = ""
+    where: str = ""
+    path: str = ""
+    index: int = 0  # position in the file's messages list
+    library: str = ""
+    version: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "category": self.category, "family": self.family,
+                "entry": self.entry, "library": self.library, "version": self.version, "where": self.where}
+
+
+@dataclass
+class Hit:
+    row: Row
+    line: LogLine
+    groups: dict[str, str] = field(default_factory=dict)
+
+
+def _compile(pattern: str):
+    import re2
+
+    opts = re2.Options()
+    opts.case_sensitive = False
+    opts.max_mem = 8 << 20
+    return re2.compile(pattern, opts)
+
+
+def _line_of(node: yaml.Node | None, *path: Any) -> int:
+    best = node.start_mark.line + 1 if node is not None else 1
+    for key in path:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if getattr(k, "value", None) == key:
+                    best, nxt = k.start_mark.line + 1, v
+                    break
+            if nxt is None:
+                return best
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            best = node.start_mark.line + 1
+        else:
+            return best
+    return best
+
+
+def _loader():
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def catalog_files(directory: Path | None = None) -> list[Path]:
+    directory = Path(directory) if directory else catalog_dir()
+    return sorted(p for p in directory.glob("*.yaml") if p.is_file())
+
+
+def fingerprint(directory: Path | None = None) -> str:
+    digest = hashlib.sha256()
+    for path in catalog_files(directory):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _finding_ok(spec: Any, names: list[str], err, where: tuple) -> dict[str, Any] | None:
+    if not isinstance(spec, dict) or "kind" not in spec:
+        err(where, "finding must be a mapping with 'kind', e.g. {kind: xid, code: $2}")
+        return None
+    kind = spec["kind"]
+    if kind not in KINDS:
+        err(where, f"unknown finding kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}")
+        return None
+    for key, val in spec.items():
+        if key == "kind":
+            continue
+        if key not in KINDS[kind]:
+            err(where, f"finding kind {kind!r} has no attribute {key!r}; it has: {', '.join(KINDS[kind])}")
+            return None
+        if isinstance(val, str) and val.startswith("$"):
+            ref = val[1:]
+            group = f"p{ref}" if ref.isdigit() else ref
+            if ref.isdigit() and int(ref) <= len(names):
+                group = names[int(ref) - 1]
+            if group not in names:
+                err(where, f"finding attribute {key!r} refers to {val}, which the message has no placeholder for "
+                           f"(it has {len(names)}: {', '.join(names) or 'none'})")
+                return None
+    return dict(spec)
+
+
+def _resolve(spec: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    out = {}
+    for key, val in spec.items():
+        if isinstance(val, str) and val.startswith("$"):
+            ref = val[1:]
+            out[key] = ("$", names[int(ref) - 1] if ref.isdigit() else ref)
+        else:
+            out[key] = val
+    return out
+
+
+def load_file(path: Path) -> tuple[list[Row], list[CatalogError]]:
+    """Load one catalog file; returns its good rows and every problem (``file:line: reason``)."""
+    errors: list[CatalogError] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [], [CatalogError(path, None, f"cannot read as UTF-8 text: {exc}")]
+    try:
+        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        return [], [CatalogError(path, mark.line + 1 if mark else None,
+                                 f"YAML syntax error: {getattr(exc, 'problem', None) or exc}")]
+    node: yaml.Node | None = None
+
+    def err(where: tuple, reason: str) -> None:
+        nonlocal node
+        if node is None:  # composing is slow; do it only when there is something to locate
+            node = yaml.compose(text, Loader=_loader())
+        errors.append(CatalogError(path, _line_of(node, *where), reason))
+
+    if not isinstance(data, dict):
+        err((), "a catalog is a mapping: source, library, version, read_from, url, messages")
+        return [], errors
+    for key in data:
+        if key not in FILE_KEYS:
+            err((key,), f"unknown key {key!r}; allowed: {', '.join(FILE_KEYS)}")
+    if data.get("source") != path.stem:
+        err(("source",), f"source {data.get('source')!r} must equal the file name ({path.stem!r})")
+    for key in ("library", "version", "read_from", "url"):
+        if not isinstance(data.get(key), (str, int, float)) or not str(data.get(key)).strip():
+            err((key,), f"missing '{key}': say where the messages were read (provenance)")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict) or set(defaults) - {"category", "family", "entry"}:
+        err(("defaults",), "defaults may set category, family and entry")
+        defaults = {}
+    rows_in = data.get("messages")
+    if not isinstance(rows_in, list) or not rows_in:
+        err(("messages",), "messages must be a non-empty list of rows")
+        return [], errors
+    rows: list[Row] = []
+    for i, raw in enumerate(rows_in):
+        where = ("messages", i)
+        before = len(errors)
+        if not isinstance(raw, dict):
+            err(where, "a row is a mapping: id, text (or pattern), where, category, family ...")
+            continue
+        extra = set(raw) - set(ROW_KEYS)
+        if extra:
+            err(where, f"unknown keys {sorted(extra)}; allowed: {', '.join(ROW_KEYS)}")
+        rid = raw.get("id")
+        if not isinstance(rid, str) or not ID_RE.match(rid):
+            err(where + ("id",), f"id {rid!r} must be lowercase-hyphenated")
+            continue
+        text_, pat = raw.get("text"), raw.get("pattern")
+        if (text_ is None) == (pat is None) or not isinstance(text_ if text_ is not None else pat, str):
+            err(where, f"{rid}: give exactly one of 'text' (the format string) or 'pattern' (RE2)")
+            continue
+        category = raw.get("category", defaults.get("category"))
+        family = raw.get("family", defaults.get("family"))
+        entry = raw.get("entry", defaults.get("entry"))
+        if category not in CATEGORIES:
+            err(where + ("category",), f"{rid}: category {category!r} is not one of: {', '.join(CATEGORIES)}")
+        if not isinstance(family, str) or not family:
+            err(where, f"{rid}: no family (a backstop entry id); set 'family' or defaults.family")
+        if not isinstance(raw.get("where", ""), str) or not str(raw.get("where", "")).strip():
+            err(where, f"{rid}: 'where' (the source file it was read from) is required")
+        if text_ is not None:
+            pattern, names = text_to_pattern(text_)
+        else:
+            pattern = pat
+            names = list(dict.fromkeys(re.findall(r"\(\?P<(\w+)>", pat)))
+        runs = literal_runs(text_, pat)
+        anchor = _anchor(runs)
+        if sum(len(r.strip()) for r in runs) < MIN_LITERAL or anchor is None:
+            err(where, f"{rid}: too generic to say anything; a message needs {MIN_LITERAL}+ literal "
+                       f"characters and a literal run of {MIN_RUN}+")
+        try:
+            compiled = _compile(pattern)
+        except Exception as exc:  # noqa: BLE001 - re2.error and friends
+            err(where, f"{rid}: the pattern does not compile as RE2: {exc}")
+            compiled = None
+        spec = None
+        if raw.get("finding") is not None:
+            spec = _finding_ok(raw["finding"], names, err, where + ("finding",))
+        example = raw.get("example")
+        if example is not None and not isinstance(example, str):
+            err(where + ("example",), f"{rid}: example must be text")
+            example = None
+        if example is None:
+            if text_ is None:
+                err(where, f"{rid}: a row with a 'pattern' needs an 'example'")
+                example = ""
+            else:
+                example = fill(text_)
+        if compiled is not None and example and not compiled.search(example):
+            err(where + ("example",), f"{rid}: the example does not match the message")
+        if len(errors) > before:
+            continue
+        rows.append(Row(
+            id=rid, source=path.stem, category=category, family=family, pattern=pattern, names=names,
+            anchor=anchor or "", text=text_, entry=entry, finding=_resolve(spec, names) if spec else None,
+            example=example, where=str(raw.get("where", "")), path=str(path), index=i,
+            library=str(data.get("library", "")), version=str(data.get("version", ""))))
+    return rows, errors
+
+
+# --------------------------------------------------------------------------------------------
+# The compiled catalog
+# --------------------------------------------------------------------------------------------
+class Catalog:
+    def __init__(self, rows: Sequence[Row], errors: Sequence[CatalogError] = ()):
+        self.rows = list(rows)
+        self.errors = list(errors)
+        self.by_id = {r.id: r for r in self.rows}
+        self._compiled: list[Any] = [None] * len(self.rows)
+        self._by_anchor: dict[str, list[int]] = {}
+        for i, row in enumerate(self.rows):
+            self._by_anchor.setdefault(row.anchor, []).append(i)
+        self._automaton = None
+        if self._by_anchor:
+            import ahocorasick
+
+            auto = ahocorasick.Automaton()
+            for anchor in self._by_anchor:
+                auto.add_word(anchor, anchor)
+            auto.make_automaton()
+            self._automaton = auto
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def anchors(self) -> set[str]:
+        return set(self._by_anchor)
+
+    def _pattern(self, i: int):
+        c = self._compiled[i]
+        if c is None:
+            c = self._compiled[i] = _compile(self.rows[i].pattern)
+        return c
+
+    def match_line(self, text: str) -> list[tuple[Row, dict[str, str]]]:
+        """Every row whose message is in ``text``, with the values of its placeholders."""
+        if self._automaton is None or not text:
+            return []
+        low = " ".join(text.lower().split()) if "  " in text or "\t" in text else text.lower()
+        out = []
+        seen: set[str] = set()
+        for _, anchor in self._automaton.iter(low):
+            if anchor in seen:
+                continue
+            seen.add(anchor)
+            for i in self._by_anchor[anchor]:
+                m = self._pattern(i).search(text)
+                if m is not None:
+                    try:
+                        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+                    except Exception:  # noqa: BLE001 - a wrapper without groupdict
+                        groups = {}
+                    out.append((self.rows[i], groups))
+        return out
+
+    def scan(self, lines: Iterable[LogLine]) -> list[Hit]:
+        hits: list[Hit] = []
+        per_row: dict[str, int] = {}
+        for line in lines:
+            for row, groups in self.match_line(line.text):
+                n = per_row.get(row.id, 0)
+                if n >= MAX_HITS_PER_ROW:
+                    continue
+                per_row[row.id] = n + 1
+                hits.append(Hit(row, line, groups))
+        return hits
+
+    def findings(self, hits: Iterable[Hit], existing: Iterable[Finding] = ()) -> list[Finding]:
+        """The typed findings the hit rows declare, skipping a kind already found on that line."""
+        have = {(f.source, f.line_no, f.node, f.kind) for f in existing}
+        out = []
+        for hit in hits:
+            spec = hit.row.finding
+            if not spec:
+                continue
+            kind = spec["kind"]
+            ln = hit.line
+            key = (ln.source, ln.line_no, ln.node, kind)
+            if key in have:
+                continue
+            have.add(key)
+            attrs: dict[str, Any] = {}
+            for k, v in spec.items():
+                if k == "kind":
+                    continue
+                if isinstance(v, tuple) and v[:1] == ("$",):
+                    val = hit.groups.get(v[1])
+                    if val is None:
+                        continue
+                    attrs[k] = _typed(val)
+                else:
+                    attrs[k] = v
+            if "text" in KINDS[kind] and "text" not in attrs:
+                attrs["text"] = ln.text
+            attrs["catalog"] = hit.row.id
+            out.append(Finding(kind=kind, attrs=attrs, line=ln.text, line_no=ln.line_no, rank=ln.rank,
+                               node=ln.node, source=ln.source, ts=ln.ts))
+        return out
+
+
+def _typed(val: str) -> Any:
+    v = val.strip()
+    if re.fullmatch(r"[-+]?\d+", v):
+        return int(v)
+    return v
+
+
+def load(directory: Path | None = None) -> Catalog:
+    """Every catalog under ``directory`` (default: the shipped ones); problems in ``.errors``."""
+    rows: list[Row] = []
+    errors: list[CatalogError] = []
+    seen: dict[str, str] = {}
+    for path in catalog_files(directory):
+        got, errs = load_file(path)
+        errors.extend(errs)
+        for row in got:
+            if row.id in seen:
+                errors.append(CatalogError(path, None, f"duplicate id {row.id!r}; also in {seen[row.id]}"))
+                continue
+            seen[row.id] = row.path
+            rows.append(row)
+    return Catalog(rows, errors)
+
+
+_CACHE: dict[str, Catalog] = {}
+
+
+def shipped() -> Catalog:
+    """The shipped catalogs, loaded once per process."""
+    key = fingerprint()
+    cat = _CACHE.get(key)
+    if cat is None:
+        cat = _CACHE[key] = load()
+    return cat
+
+
+_NODES: dict[str, yaml.Node] = {}
+
+
+def row_line(row: Row) -> int:
+    """The line of ``row`` in its file (for messages about a row found after loading)."""
+    node = _NODES.get(row.path)
+    if node is None:
+        node = _NODES[row.path] = yaml.compose(Path(row.path).read_text(encoding="utf-8"), Loader=_loader())
+    return _line_of(node, "messages", row.index)
+
+
+def check_against_entries(catalog: Catalog, entries: Sequence[Any]) -> list[CatalogError]:
+    """Families must be backstop entries of the row's category; entries must exist."""
+    by_id = {e.id: e for e in entries}
+    errors = []
+    for row in catalog.rows:
+        fam = by_id.get(row.family)
+        if fam is None:
+            errors.append(CatalogError(row.path, row_line(row), f"{row.id}: family {row.family!r} is not an entry; "
+                                                       f"add knowledge/entries/{row.category}/{row.family}.yaml"))
+        elif not getattr(fam, "backstop", False):
+            errors.append(CatalogError(row.path, row_line(row), f"{row.id}: family {row.family!r} is not marked backstop: true"))
+        elif fam.category != row.category:
+            errors.append(CatalogError(row.path, row_line(row), f"{row.id}: family {row.family!r} is {fam.category}, "
+                                                       f"the row is {row.category}; pick a family of the same category"))
+        if row.entry and row.entry not in by_id:
+            errors.append(CatalogError(row.path, row_line(row), f"{row.id}: entry {row.entry!r} does not exist"))
+    for entry in entries:
+        if not getattr(entry, "backstop", False):
+            continue
+        for line in entry.examples.get("match", []):
+            fams = {row.family for row, _ in catalog.match_line(line)}
+            if entry.id not in fams:
+                errors.append(CatalogError(entry.path, None, f"{entry.id}: example {line[:80]!r} is matched by no "
+                                                             "catalog row of this family"))
+    return errors
+
+
+def check_benign(catalog: Catalog, benign_dir: Path) -> list[CatalogError]:
+    """No row may match a line of the benign logs (healthy output)."""
+    from collectors.trainlog import clean_line
+
+    errors = []
+    for path in sorted(benign_dir.glob("*.log")):
+        for n, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            text = clean_line(raw).text
+            for row, _ in catalog.match_line(text):
+                errors.append(CatalogError(row.path, row_line(row), f"{row.id}: matches a benign line "
+                                                           f"({path.name}:{n}: {text[:80]!r}); make it more specific"))
+    return errors

@@ -1,0 +1,116 @@
+"""The message catalogs (knowledge/catalog/): every row loads, is specific, and on its own is
+diagnosed in its category; the family backstops speak only when nothing specific does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collectors.findings import LogLine
+from knowledge import catalog as cat
+from knowledge.loader import load_dir
+
+HERE = Path(__file__).resolve().parent
+UNRELATED = HERE / "fixtures" / "unrelated"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return cat.load()
+
+
+def test_every_catalog_row_loads_and_points_at_real_entries(shipped):
+    entries, _ = load_dir(examples=False)
+    problems = list(shipped.errors) + cat.check_against_entries(shipped, entries)
+    assert not problems, "\n".join(map(str, problems[:30]))
+
+
+def test_no_row_fires_on_benign_or_unrelated_lines(shipped):
+    problems = cat.check_benign(shipped, HERE / "fixtures" / "benign") + cat.check_benign(shipped, UNRELATED)
+    assert not problems, "\n".join(map(str, problems[:30]))
+
+
+def test_catalogs_cover_every_category_with_provenance(shipped):
+    assert len(shipped) >= 1000, f"only {len(shipped)} catalogued messages"
+    by_cat = {}
+    for row in shipped.rows:
+        by_cat.setdefault(row.category, 0)
+        by_cat[row.category] += 1
+        assert row.where and row.library and row.version, row.id
+    assert set(by_cat) == set(cat.CATEGORIES), by_cat
+    assert min(by_cat.values()) >= 20, by_cat
+
+
+def test_each_message_alone_is_diagnosed_in_its_category(engine, shipped):
+    wrong = []
+    for row in shipped.rows:
+        d = engine.diagnose_text(row.example)
+        got = d.causes[0].category if d.causes else None
+        if got != row.category:
+            wrong.append(f"{row.path.rsplit('/', 1)[-1]} {row.id}: want {row.category}, got {got} "
+                         f"({d.causes[0].id if d.causes else 'no cause'}) for {row.example[:90]!r}")
+    assert not wrong, f"{len(wrong)} of {len(shipped)} rows:\n" + "\n".join(wrong[:40])
+
+
+@pytest.mark.parametrize("path", sorted(UNRELATED.glob("*.log")), ids=lambda p: p.name)
+def test_unrelated_pastes_get_no_confident_cause(engine, path):
+    d = engine.diagnose_paths([str(path)])
+    assert not [c for c in d.causes if c.confidence >= 0.5], [(c.id, c.confidence) for c in d.causes]
+
+
+def test_a_family_backstop_yields_to_a_specific_cause_of_its_category(engine, shipped):
+    fams = {r.family for r in shipped.rows}
+    # a line that a specific entry knows, and that a catalog row of the same category also knows
+    for row in shipped.rows:
+        if row.entry:
+            d = engine.diagnose_text(row.example)
+            ids = [c.id for c in d.causes]
+            assert ids and ids[0] not in fams or ids[0] == row.entry, (row.id, ids)
+            break
+    else:
+        pytest.skip("no catalog row names a specific entry")
+
+
+def test_printf_and_brace_formats_become_patterns():
+    pat, names = cat.text_to_pattern("NET/IB : Got completion from peer %s with status=%d opcode=%d len=%u "
+                                     "vendor err %d (%s)")
+    assert names == ["p1", "p2", "p3", "p4", "p5", "p6"]
+    c = cat.Catalog([cat.Row(id="x", source="t", category="communication", family="f", pattern=pat, names=names,
+                             anchor="got completion from peer")])
+    hits = c.match_line("NET/IB : Got completion from peer 10.0.0.7<33412> with status=12 opcode=0 len=0 "
+                        "vendor err 129 (Send)")
+    assert hits and hits[0][1]["p2"] == "12" and hits[0][1]["p5"] == "129"
+    pat, names = cat.text_to_pattern("Timed out waiting {timeout}ms for the store {:.2f} %% done {{x}}")
+    assert names == ["timeout", "p2"]
+    assert cat.fill("Timed out waiting {timeout}ms for the store {:.2f} %% done {{x}}") == \
+        "Timed out waiting valuems for the store 1.50 % done {x}"
+    assert cat.literal_runs("Cuda failure '%s'", None) == ["cuda failure '", "'"]
+
+
+def test_a_catalog_finding_carries_the_placeholders(shipped):
+    rows = [r for r in shipped.rows if r.finding and r.finding.get("kind") == "xid"]
+    assert rows, "no catalog row yields an xid finding"
+    row = rows[0]
+    line = LogLine(text=row.example, line_no=1)
+    found = shipped.findings(shipped.scan([line]))
+    assert any(f.kind == "xid" and isinstance(f.attrs.get("code"), int) for f in found), found
+
+
+def test_bad_rows_are_reported_with_file_and_line(tmp_path):
+    (tmp_path / "demo.yaml").write_text(
+        "source: demo\nlibrary: Demo\nversion: '1'\nread_from: here\nurl: https://example.org\n"
+        "messages:\n"
+        "  - {id: too-short, text: 'Error %d', where: a.c, category: software, family: family-x}\n"
+        "  - {id: Bad_Id, text: 'something quite specific failed', where: a.c, category: software, family: f}\n"
+        "  - {id: bad-cat, text: 'something quite specific failed', where: a.c, category: nope, family: f}\n"
+        "  - {id: bad-example, text: 'Got completion from %s', where: a.c, category: software, family: f,\n"
+        "     example: 'nothing like it'}\n",
+        encoding="utf-8")
+    c = cat.load(tmp_path)
+    text = "\n".join(map(str, c.errors))
+    assert "demo.yaml:7: too-short: too generic" in text
+    assert "demo.yaml:8" in text and "lowercase-hyphenated" in text
+    assert "bad-cat: category 'nope'" in text
+    assert "bad-example: the example does not match" in text
+    assert len(c) == 0
