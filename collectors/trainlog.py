@@ -30,6 +30,7 @@ import re2
 from collectors.findings import KINDS, Finding, FirstError, LogLine
 from collectors.kernel_patterns import (DRIVER_LOADED, r_gpu_lost, r_io_error, r_nfs, r_nvlink, r_oom_killer,
                                         r_pcie, r_xid)
+from collectors.locale_table import ZH_TO_EN
 from collectors.redact import Redactor
 
 __all__ = ["InputError", "ParseResult", "CleanLine", "parse_text", "parse_paths", "clean_line",
@@ -111,7 +112,8 @@ def signature_fragments(keywords: Iterable[str] = ()) -> list[str]:
 
 
 def _compile_prefilter(keywords: Iterable[str]):
-    alt = "|".join(f"({f})" for f in signature_fragments(keywords))
+    frags = signature_fragments(keywords) + [re.escape(zh) for zh in ZH_TO_EN]
+    alt = "|".join(f"({f})" for f in frags)
     opts = re2.Options()
     opts.case_sensitive = False
     opts.max_mem = 256 << 20
@@ -154,6 +156,16 @@ _P_FACILITY = re.compile(
 _P_KERNEL = re.compile(r"kernel: ")
 _P_LEVEL = re.compile(r"\[(INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\]\s*")
 _P_QUOTE = re.compile(r">\s?")
+
+
+# A job run under LANG=zh_CN prints the C library's error and signal texts in Chinese
+# ("[Errno 28] 设备上没有空间", "已杀死"); they are put back into English so that one set of rules
+# reads both (collectors/locale_table.py, generated from glibc's own translations).
+_ZH = re.compile("|".join(re.escape(k) for k in sorted(ZH_TO_EN, key=len, reverse=True)))
+
+
+def _unlocalise(s: str) -> str:
+    return _ZH.sub(lambda m: ZH_TO_EN[m.group(0)], s)
 
 
 def _unslack(s: str) -> str:
@@ -199,6 +211,8 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
         parts = [p for p in s.split("\r") if p.strip()]
         s = parts[-1] if parts else ""
     s = _unslack(s)
+    if not s.isascii():
+        s = _unlocalise(s)
     if "```" in s:
         s = _FENCE.sub("", s)
     s = s.rstrip()
@@ -652,6 +666,10 @@ _KILLED_BY = re.compile(r"killed by signal: (Killed|Bus error|Segmentation fault
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (Killed|Bus error|Segmentation fault|Aborted|"
                         r"Terminated|Exited with exit code \d+)")
 _SHELL_SIG = re.compile(r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?$")
+# bash's job report: "train.sh: line 3: 12345 Killed                 python train.py"
+# (zh_CN bash, from its message catalog: "train.sh: 第 3 行：12345 已杀死 ...")
+_BASH_JOB = re.compile(r"(?:\bline ?\d+|第 ?\d+ ?行|行 ?\d+)[:：]\s*\d+ (Bus error|Segmentation fault|Aborted|Killed|Terminated)"
+                       r"(?: \(core dumped\))?\s")
 _SHELL_NAMES = {"bus error": "SIGBUS", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT",
                 "killed": "SIGKILL", "terminated": "SIGTERM"}
 
@@ -687,7 +705,7 @@ def _r_exit(t: str, low: str) -> list:
         else:
             a["signal"] = _SHELL_NAMES.get(what)
         return [("exit-signal", {k: v for k, v in a.items() if v is not None})]
-    m = _SHELL_SIG.match(t)
+    m = _SHELL_SIG.match(t) or _BASH_JOB.search(t)
     if m:
         return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1).lower()]})]
     if "signals.sig" in low:
@@ -807,7 +825,7 @@ class _Scanner:
         kws = [k.strip().lower() for k in keywords if k and k.strip()]
         self.pre_b, self.pre_s = _compile_prefilter(kws)
         self.step_b = re2.compile(_STEP.encode(), _ci())
-        self.step_s = re2.compile(_STEP, _ci())
+        self.step_s = re.compile(_STEP, re.IGNORECASE)  # linear: no nested repeats; cheaper than re2 on str
         self.redact = Redactor()
         self.findings: list[Finding] = []
         self.kind_count: dict[str, int] = {}

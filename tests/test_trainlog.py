@@ -403,3 +403,29 @@ def test_keywords_make_candidate_lines(tmp_path):
     assert r.lines[-1].text == "custom sentinel phrase here"
     r2 = parse_paths([str(p)])
     assert all("sentinel" not in ln.text for ln in r2.lines)
+
+
+# --- Chinese locale (LANG=zh_CN.UTF-8): glibc's translated error and signal texts ------------------
+# "OSError：[Errno 28] 设备上没有空间" is how a Chinese-locale Python reports ENOSPC (a blog post's
+# title: "Ubuntu在Anaconda环境中安装包时报错：OSError：[Errno 28] 设备上没有空间"); "已杀死" and
+# "总线错误 (核心已转储)" are bash's job reports of SIGKILL and SIGBUS in the same locale.
+@pytest.mark.parametrize("line, kind, attrs", [
+    ("OSError: [Errno 28] 设备上没有空间", "disk-full", {"errno": 28}),
+    ("train.sh: 第 12 行：2046993 已杀死               python train.py --cfg a.yaml", "exit-signal",
+     {"signal": "SIGKILL"}),
+    ("总线错误 (核心已转储)", "exit-signal", {"signal": "SIGBUS"}),
+    ("段错误 (核心已转储)", "exit-signal", {"signal": "SIGSEGV"}),
+])
+def test_chinese_locale_error_texts_read_as_their_english_originals(line, kind, attrs):
+    found = [f for f in parse_text(line).findings if f.kind == kind]
+    assert found, parse_text(line).findings
+    assert attrs.items() <= found[0].attrs.items()
+
+
+def test_enospc_under_a_semlock_frame_is_shared_memory_not_the_disk():
+    # multiprocessing's SemLock lives in /dev/shm: ENOSPC there means /dev/shm is full
+    text = ('  File "/usr/lib/python3.10/multiprocessing/synchronize.py", line 57, in __init__\n'
+            '    sl = self._semlock = _multiprocessing.SemLock(\n'
+            'OSError: [Errno 28] No space left on device\n')
+    kinds = [f.kind for f in parse_text(text).findings]
+    assert "shm-error" in kinds and "disk-full" not in kinds
