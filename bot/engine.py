@@ -107,7 +107,7 @@ class Engine:
 
         self.data_dir, self.entries_path = data_dir, entries
         self.store = Store(data_dir, entries=entries)
-        self.catalog = catalog_mod.shipped()
+        self.catalog = catalog_mod.shipped(self.store.directory)
         self.matcher = Matcher(self.store.entries(), self.catalog)
         self.keywords = sorted(self.matcher.anchors())
         self._team_rev = self.store.team_revision()

@@ -255,7 +255,13 @@ class Matcher:
             hits = self.catalog.scan(lines)
         for hit in hits or ():
             key = (hit.line.source, hit.line.line_no)
-            for target in (hit.row.entry, hit.row.family):
+            targets = [hit.row.entry, hit.row.family]
+            ei = self._index.get(hit.row.entry) if hit.row.entry else None
+            if ei is not None and self.entries[ei].symptom:
+                # a wrapper or an echo ("unhandled system error", "remote process exited") says
+                # "look underneath": it speaks for its symptom entry only, not for a whole family
+                targets = [hit.row.entry]
+            for target in targets:
                 ti = self._index.get(target) if target else None
                 if ti is not None and key not in sig_hits[ti]:
                     sig_hits[ti][key] = (hit.line, f"{CATALOG_TAG}{hit.row.id}")

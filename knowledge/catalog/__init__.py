@@ -18,8 +18,10 @@ Run ``python -m knowledge.catalog check`` to validate every catalog.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -148,8 +150,8 @@ def text_to_pattern(text: str) -> tuple[str, list[str]]:
             name = f"p{n}"
         names.append(name)
         body = _CONV_RE.get(p.conv)
-        if body is None:  # %s, {}: anything, but not across the next literal for ever
-            body = r".{0,400}?"
+        if body is None:  # %s, {}: anything (RE2 has no backtracking, so this stays linear)
+            body = r".*?"
         out.append(f"(?P<{name}>{body})")
     return "".join(out), names
 
@@ -314,8 +316,12 @@ def _resolve(spec: dict[str, Any], names: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_file(path: Path) -> tuple[list[Row], list[CatalogError]]:
-    """Load one catalog file; returns its good rows and every problem (``file:line: reason``)."""
+def load_file(path: Path, *, validate: bool = True) -> tuple[list[Row], list[CatalogError]]:
+    """Load one catalog file; returns its good rows and every problem (``file:line: reason``).
+
+    ``validate=False`` skips compiling each pattern and matching its example (the check command
+    and the tests do that); the engine loads that way and compiles a row when a line first hits it.
+    """
     errors: list[CatalogError] = []
     try:
         text = path.read_text(encoding="utf-8")
@@ -391,11 +397,12 @@ def load_file(path: Path) -> tuple[list[Row], list[CatalogError]]:
         if sum(len(r.strip()) for r in runs) < MIN_LITERAL or anchor is None:
             err(where, f"{rid}: too generic to say anything; a message needs {MIN_LITERAL}+ literal "
                        f"characters and a literal run of {MIN_RUN}+")
-        try:
-            compiled = _compile(pattern)
-        except Exception as exc:  # noqa: BLE001 - re2.error and friends
-            err(where, f"{rid}: the pattern does not compile as RE2: {exc}")
-            compiled = None
+        compiled = None
+        if validate:
+            try:
+                compiled = _compile(pattern)
+            except Exception as exc:  # noqa: BLE001 - re2.error and friends
+                err(where, f"{rid}: the pattern does not compile as RE2: {exc}")
         spec = None
         if raw.get("finding") is not None:
             spec = _finding_ok(raw["finding"], names, err, where + ("finding",))
@@ -528,13 +535,13 @@ def _typed(val: str) -> Any:
     return v
 
 
-def load(directory: Path | None = None) -> Catalog:
+def load(directory: Path | None = None, *, validate: bool = True) -> Catalog:
     """Every catalog under ``directory`` (default: the shipped ones); problems in ``.errors``."""
     rows: list[Row] = []
     errors: list[CatalogError] = []
     seen: dict[str, str] = {}
     for path in catalog_files(directory):
-        got, errs = load_file(path)
+        got, errs = load_file(path, validate=validate)
         errors.extend(errs)
         for row in got:
             if row.id in seen:
@@ -546,15 +553,48 @@ def load(directory: Path | None = None) -> Catalog:
 
 
 _CACHE: dict[str, Catalog] = {}
+_CACHE_VERSION = "1"
 
 
-def shipped() -> Catalog:
-    """The shipped catalogs, loaded once per process."""
-    key = fingerprint()
+def shipped(cache_dir: str | Path | None = None) -> Catalog:
+    """The shipped catalogs, loaded once per process.
+
+    With ``cache_dir`` the parsed rows are kept there as JSON (keyed by a hash of the catalog
+    files and of this module), so a new process skips the YAML; a damaged cache is rebuilt.
+    """
+    key = fingerprint() + ":" + _module_hash()
     cat = _CACHE.get(key)
-    if cat is None:
-        cat = _CACHE[key] = load()
+    if cat is not None:
+        return cat
+    path = Path(cache_dir) / f"catalog-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json" if cache_dir else None
+    if path is not None and path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            rows = [Row(**{**r, "finding": _unjson_finding(r["finding"])}) for r in data["rows"]]
+            cat = _CACHE[key] = Catalog(rows)
+            return cat
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # rebuilt below
+    cat = _CACHE[key] = load(validate=False)
+    if path is not None:
+        try:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"version": _CACHE_VERSION, "rows": [asdict(r) for r in cat.rows]}),
+                           encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only data dir: load from YAML next time too
     return cat
+
+
+def _unjson_finding(spec):
+    if not spec:
+        return spec
+    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.items()}
+
+
+def _module_hash() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 _NODES: dict[str, yaml.Node] = {}
