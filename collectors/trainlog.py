@@ -15,6 +15,7 @@ Nothing here knows about the knowledge base; callers pass its anchors in ``keywo
 from __future__ import annotations
 
 import calendar
+import functools
 import gzip
 import io
 import os
@@ -112,12 +113,31 @@ def signature_fragments(keywords: Iterable[str] = ()) -> list[str]:
 
 
 def _compile_prefilter(keywords: Iterable[str]):
-    frags = signature_fragments(keywords) + [re.escape(zh) for zh in ZH_TO_EN]
-    alt = "|".join(f"({f})" for f in frags)
+    return _prefilter(tuple(sorted({k.strip().lower() for k in keywords if k and k.strip()})))
+
+
+@functools.lru_cache(maxsize=4)
+def _prefilter(keywords: tuple[str, ...]):
+    """The byte-level prefilter: an RE2 alternation of the error vocabulary, and an Aho-Corasick
+    automaton over the literal keywords (the knowledge base's anchors, the message catalogs' and
+    the Chinese-locale texts): thousands of literals in one RE2 alternation would outgrow its DFA
+    and fall back to a slow NFA, while the automaton stays linear in the input whatever their number.
+    """
+    alt = "|".join(f"({f})" for f in _VOCAB)
     opts = re2.Options()
     opts.case_sensitive = False
-    opts.max_mem = 256 << 20
-    return (re2.compile(alt.encode("utf-8"), opts), re2.compile(alt, opts))
+    opts.max_mem = 64 << 20
+    words = set(keywords) | set(ZH_TO_EN)
+    auto = None
+    if words:
+        import ahocorasick
+
+        auto = ahocorasick.Automaton()
+        for w in words:
+            key = w.encode("utf-8").decode("latin-1")  # the automaton runs over bytes seen as latin-1
+            auto.add_word(key, len(key))
+        auto.make_automaton()
+    return re2.compile(alt.encode("utf-8"), opts), auto
 
 
 # --------------------------------------------------------------------------------------------
@@ -823,7 +843,7 @@ class _Src:
 class _Scanner:
     def __init__(self, keywords: Iterable[str]) -> None:
         kws = [k.strip().lower() for k in keywords if k and k.strip()]
-        self.pre_b, self.pre_s = _compile_prefilter(kws)
+        self.pre_b, self.pre_ac = _compile_prefilter(kws)
         self.step_b = re2.compile(_STEP.encode(), _ci())
         self.step_s = re.compile(_STEP, re.IGNORECASE)  # linear: no nested repeats; cheaper than re2 on str
         self.redact = Redactor()
@@ -899,16 +919,7 @@ class _Scanner:
             if m:
                 src.first_step = base + buf.count(b"\n", 0, m.start()) + 1
         if small and self.full is not None:
-            cand_starts = set()
-            pos, n = 0, len(buf)
-            while pos < n:
-                m = self.pre_b.search(buf, pos)
-                if m is None:
-                    break
-                s = buf.rfind(b"\n", 0, m.start()) + 1
-                cand_starts.add(s)
-                e = buf.find(b"\n", m.end())
-                pos = n if e < 0 else e + 1
+            cand_starts = set(self._candidates(buf))
             off = 0
             for i, raw in enumerate(buf[:-1].split(b"\n")):
                 cand = off in cand_starts or src.follow > 0
@@ -917,19 +928,22 @@ class _Scanner:
                 off += len(raw) + 1
                 self._line(src, raw.decode("utf-8", "replace"), base + i + 1, cand, keep_all=True)
             return base + nlines
-        pre = self.pre_b
+        starts = self._candidates(buf)
         n = len(buf)
         pos = counted = 0
         ln = base
+        i = 0
         while pos < n:
             if src.follow > 0:
                 s = pos
                 src.follow -= 1
             else:
-                m = pre.search(buf, pos)
-                if m is None:
+                while i < len(starts) and starts[i] < pos:
+                    i += 1
+                if i >= len(starts):
                     break
-                s = buf.rfind(b"\n", 0, m.start()) + 1
+                s = starts[i]
+                i += 1
             e = buf.find(b"\n", s)
             if e < 0:
                 e = n
@@ -938,6 +952,30 @@ class _Scanner:
             self._line(src, buf[s:e].decode("utf-8", "replace"), ln + 1, True, keep_all=False)
             pos = e + 1
         return base + nlines
+
+    def _candidates(self, buf: bytes) -> list[int]:
+        """Sorted start offsets of the lines of ``buf`` that the prefilter keeps."""
+        starts: set[int] = set()
+        pos, n = 0, len(buf)
+        while pos < n:
+            m = self.pre_b.search(buf, pos)
+            if m is None:
+                break
+            s = buf.rfind(b"\n", 0, m.start()) + 1
+            starts.add(s)
+            e = buf.find(b"\n", m.end())
+            pos = n if e < 0 else e + 1
+        if self.pre_ac is not None:
+            low = buf.lower().decode("latin-1")
+            last_line = -1
+            for end, length in self.pre_ac.iter(low):
+                if end <= last_line:
+                    continue  # this line is already in
+                s = buf.rfind(b"\n", 0, end - length + 1) + 1
+                starts.add(s)
+                e = buf.find(b"\n", end)
+                last_line = n if e < 0 else e
+        return sorted(starts)
 
     # ---- one line --------------------------------------------------------------------------
     def _line(self, src: _Src, raw: str, line_no: int, cand: bool, keep_all: bool) -> None:

@@ -114,3 +114,14 @@ def test_bad_rows_are_reported_with_file_and_line(tmp_path):
     assert "bad-cat: category 'nope'" in text
     assert "bad-example: the example does not match" in text
     assert len(c) == 0
+
+
+def test_the_specific_message_wins_over_the_generic_one_it_contains(shipped):
+    # "Failed to initialize NVML: %s" (any NVML failure) contains the driver/library mismatch
+    ids = [r.id for r, _ in shipped.match_line("Failed to initialize NVML: Driver/library version mismatch")]
+    cats = {shipped.by_id[i].category for i in ids}
+    assert cats == {"software"}, ids
+    # a match inside another row's placeholder is the more specific reading: both stay
+    hits = shipped.match_line("RuntimeError: CUDA error: CUSPARSE_STATUS_ALLOC_FAILED when calling "
+                              "`cusparseCreate(handle)`")
+    assert "gpu-memory" in {r.category for r, _ in hits}, [r.id for r, _ in hits]

@@ -17,6 +17,7 @@ Run ``python -m knowledge.catalog check`` to validate every catalog.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -463,11 +464,16 @@ class Catalog:
         return c
 
     def match_line(self, text: str) -> list[tuple[Row, dict[str, str]]]:
-        """Every row whose message is in ``text``, with the values of its placeholders."""
+        """Every row whose message is in ``text``, with the values of its placeholders.
+
+        Where one row's match lies inside a longer, more specific row's match ("Failed to
+        initialize NVML: %s" inside "Failed to initialize NVML: Driver/library version mismatch"),
+        only the specific row is kept.
+        """
         if self._automaton is None or not text:
             return []
         low = " ".join(text.lower().split()) if "  " in text or "\t" in text else text.lower()
-        out = []
+        found: list[tuple[Row, dict[str, str], int, int, list[tuple[int, int]]]] = []
         seen: set[str] = set()
         for _, anchor in self._automaton.iter(low):
             if anchor in seen:
@@ -476,12 +482,13 @@ class Catalog:
             for i in self._by_anchor[anchor]:
                 m = self._pattern(i).search(text)
                 if m is not None:
-                    try:
-                        groups = {k: v for k, v in m.groupdict().items() if v is not None}
-                    except Exception:  # noqa: BLE001 - a wrapper without groupdict
-                        groups = {}
-                    out.append((self.rows[i], groups))
-        return out
+                    groups = {k: v for k, v in m.groupdict().items() if v is not None}
+                    index = self._pattern(i).groupindex
+                    spans = [m.span(index[k]) for k in groups]
+                    found.append((self.rows[i], groups, m.start(), m.end(), spans))
+        if len(found) > 1:
+            found = [h for h in found if not any(o is not h and _covers(o, h) for o in found)]
+        return [(row, groups) for row, groups, _, _, _ in found]
 
     def scan(self, lines: Iterable[LogLine]) -> list[Hit]:
         hits: list[Hit] = []
@@ -526,6 +533,27 @@ class Catalog:
             out.append(Finding(kind=kind, attrs=attrs, line=ln.text, line_no=ln.line_no, rank=ln.rank,
                                node=ln.node, source=ln.source, ts=ln.ts))
         return out
+
+
+def _covers(o, h) -> bool:
+    """``o`` says all that ``h`` says and more: ``h``'s match lies inside ``o``'s, not inside one
+    of ``o``'s placeholders (where ``h`` would be the more specific reading), and ``o`` has
+    more literal text."""
+    if not (o[2] <= h[2] and h[3] <= o[3]):
+        return False
+    if any(a <= h[2] and h[3] <= b for a, b in o[4]):
+        return False
+    return _specificity(o[0]) > _specificity(h[0])
+
+
+@functools.lru_cache(maxsize=None)
+def _spec_of(text: str | None, pattern: str | None) -> int:
+    return sum(len(r) for r in literal_runs(text, None if text is not None else pattern))
+
+
+def _specificity(row: Row) -> int:
+    """Literal characters of a row's message: the more, the more specific."""
+    return _spec_of(row.text, row.pattern)
 
 
 def _typed(val: str) -> Any:
