@@ -76,6 +76,32 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     return findings, notes
 
 
+ALTERNATIVE_FLOOR = 0.3  # weaker evidence an expert would still check next
+MAX_ALTERNATIVES = 2
+
+
+def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause]) -> list[Cause]:
+    """Causes below the bar, from categories the reported causes do not cover, that the evidence
+    still points at: what an expert would check next when the evidence fits more than one cause.
+
+    Only beside a confident cause (a paste with no known failure keeps "no confident cause"),
+    one per category, marked ``alternative``.
+    """
+    if not causes:
+        return []
+    seen = {c.category for c in causes}
+    out: list[Cause] = []
+    for cause in ranked:
+        if len(out) >= MAX_ALTERNATIVES:
+            break
+        if cause in causes or cause.category in seen or not ALTERNATIVE_FLOOR <= cause.confidence < CONFIDENT:
+            continue
+        seen.add(cause.category)
+        cause.alternative = True
+        out.append(cause)
+    return out
+
+
 @dataclass
 class Diagnosis:
     causes: list[Cause]
@@ -194,7 +220,8 @@ class Engine:
         if verdicts and sig:
             learning.apply(ranked, learning.adjustments(sig, verdicts))
         causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
-        candidates = [c for c in ranked if c.confidence < CONFIDENT][:5]
+        causes += alternatives(ranked, causes)
+        candidates = [c for c in ranked if c.confidence < CONFIDENT and c not in causes][:5]
         shape = job_shape(parsed.lines, findings, self.gpus)
         diagnosis = Diagnosis(
             causes=causes, candidates=candidates, findings=findings, first_error=parsed.first_error,

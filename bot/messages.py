@@ -15,6 +15,7 @@ TEXT: dict[str, dict[str, str]] = {
     "probable_cause": {"en": "Probable cause", "zh": "可能原因"},
     "other_causes": {"en": "Other candidates", "zh": "其他可能原因"},
     "confidence": {"en": "confidence", "zh": "置信度"},
+    "alternative": {"en": "weaker evidence, worth checking", "zh": "证据较弱，值得排查"},
     "evidence": {"en": "Evidence", "zh": "证据"},
     "first_error": {"en": "First error in time", "zh": "时间上最早的错误"},
     "first_error_note": {

@@ -150,6 +150,7 @@ class Cause:
     explain: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     learned: float = 0.0  # how much the team's feedback moved it (knowledge.learning)
+    alternative: bool = False  # below the bar, shown as what to check next (bot.engine.alternatives)
 
     @property
     def id(self) -> str:

@@ -22,6 +22,8 @@ def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
         "references": entry.references,
         "symptom": entry.symptom,
     }
+    if getattr(cause, "alternative", False):
+        out["alternative"] = True
     codes = [f.attrs.get("code") for f in cause.findings if f.kind == "xid"]
     if codes:
         from knowledge.xid import describe

@@ -28,6 +28,8 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
         console.print()
     for i, cause in enumerate(doc["causes"]):
         head = t("probable_cause", lang) if i == 0 else f"{t('other_causes', lang)} #{i + 1}"
+        if cause.get("alternative"):
+            head += f" ({t('alternative', lang)})"
         console.print(Text.assemble((f"{head}: ", "bold"), (cause["title"], "bold underline"),
                                     f"  [{cause['category']}] ", (f"{t('confidence', lang)} {cause['confidence']:.2f}",
                                                                   _conf_style(cause["confidence"]))))
