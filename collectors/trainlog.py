@@ -118,26 +118,24 @@ def _compile_prefilter(keywords: Iterable[str]):
 
 @functools.lru_cache(maxsize=4)
 def _prefilter(keywords: tuple[str, ...]):
-    """The byte-level prefilter: an RE2 alternation of the error vocabulary, and an Aho-Corasick
-    automaton over the literal keywords (the knowledge base's anchors, the message catalogs' and
-    the Chinese-locale texts): thousands of literals in one RE2 alternation would outgrow its DFA
-    and fall back to a slow NFA, while the automaton stays linear in the input whatever their number.
+    """The byte-level prefilter: an RE2 alternation of the error vocabulary (case-insensitive),
+    and a second one of the literal keywords (the knowledge base's anchors, the message catalogs'
+    and the Chinese-locale texts), lower-cased and matched case-sensitively against the lower-cased
+    input: thousands of case-insensitive literals in one alternation outgrow RE2's DFA and fall
+    back to its slow NFA, while case-sensitive literals stay a small, fast DFA.
     """
     alt = "|".join(f"({f})" for f in _VOCAB)
     opts = re2.Options()
     opts.case_sensitive = False
     opts.max_mem = 64 << 20
-    words = set(keywords) | set(ZH_TO_EN)
-    auto = None
+    words = sorted(set(keywords) | set(ZH_TO_EN))
+    lit = None
     if words:
-        import ahocorasick
-
-        auto = ahocorasick.Automaton()
-        for w in words:
-            key = w.encode("utf-8").decode("latin-1")  # the automaton runs over bytes seen as latin-1
-            auto.add_word(key, len(key))
-        auto.make_automaton()
-    return re2.compile(alt.encode("utf-8"), opts), auto
+        lopts = re2.Options()
+        lopts.case_sensitive = True
+        lopts.max_mem = 256 << 20
+        lit = re2.compile(b"|".join(re.escape(w).encode("utf-8") for w in words), lopts)
+    return re2.compile(alt.encode("utf-8"), opts), lit
 
 
 # --------------------------------------------------------------------------------------------
@@ -843,7 +841,7 @@ class _Src:
 class _Scanner:
     def __init__(self, keywords: Iterable[str]) -> None:
         kws = [k.strip().lower() for k in keywords if k and k.strip()]
-        self.pre_b, self.pre_ac = _compile_prefilter(kws)
+        self.pre_b, self.pre_lit = _compile_prefilter(kws)
         self.step_b = re2.compile(_STEP.encode(), _ci())
         self.step_s = re.compile(_STEP, re.IGNORECASE)  # linear: no nested repeats; cheaper than re2 on str
         self.redact = Redactor()
@@ -965,16 +963,17 @@ class _Scanner:
             starts.add(s)
             e = buf.find(b"\n", m.end())
             pos = n if e < 0 else e + 1
-        if self.pre_ac is not None:
-            low = buf.lower().decode("latin-1")
-            last_line = -1
-            for end, length in self.pre_ac.iter(low):
-                if end <= last_line:
-                    continue  # this line is already in
-                s = buf.rfind(b"\n", 0, end - length + 1) + 1
+        if self.pre_lit is not None:
+            low = buf.lower()
+            pos = 0
+            while pos < n:
+                m = self.pre_lit.search(low, pos)
+                if m is None:
+                    break
+                s = low.rfind(b"\n", 0, m.start()) + 1
                 starts.add(s)
-                e = buf.find(b"\n", end)
-                last_line = n if e < 0 else e
+                e = low.find(b"\n", m.end())
+                pos = n if e < 0 else e + 1
         return sorted(starts)
 
     # ---- one line --------------------------------------------------------------------------

@@ -195,9 +195,16 @@ def _regex_literals(pattern: str) -> list[str]:
     return runs
 
 
+# literal runs that healthy output is full of: never the run a row is looked up by
+_CHATTER = {"nccl info", "nccl info ", "nccl warn", "error:", "warning:"}
+
+
 def _anchor(runs: list[str]) -> str | None:
-    """The longest literal run, the one the prefilter and the automaton look for."""
-    best = max((r.strip() for r in runs), key=len, default="")
+    """The longest literal run, the one the prefilter and the automaton look for (a run that
+    every NCCL_DEBUG=INFO line contains is passed over when the message has another one)."""
+    runs = [r.strip() for r in runs]
+    useful = [r for r in runs if r not in _CHATTER and len(r) >= MIN_RUN] or runs
+    best = max(useful, key=len, default="")
     return best if len(best) >= MIN_RUN else None
 
 
