@@ -186,6 +186,10 @@ def _unlocalise(s: str) -> str:
     return _ZH.sub(lambda m: ZH_TO_EN[m.group(0)], s)
 
 
+# a tqdm progress bar that the next message was printed onto, without a newline
+_TQDM = re.compile(r".*?\d{1,3}%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]\s*")
+
+
 def _unslack(s: str) -> str:
     if "<" in s:
         s = _SLACK_LINK.sub(lambda m: m.group(2) if m.group(1) else m.group(3), s)
@@ -229,6 +233,10 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
         parts = [p for p in s.split("\r") if p.strip()]
         s = parts[-1] if parts else ""
     s = _unslack(s)
+    if "|" in s and "%" in s:
+        m = _TQDM.match(s)
+        if m and s[m.end():].strip():
+            s = s[m.end():]
     if not s.isascii():
         s = _unlocalise(s)
     if "```" in s:
@@ -589,8 +597,14 @@ _NOSPACE_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded)\)?:
 _PATH_BEFORE = re.compile(r"(/[\w./@+-]+)['\"]?:? No space left")
 
 
+_ENOTCONN_PATH = re.compile(r"(?:Errno 107\]|Transport endpoint is not connected)[^/]*['\"]?(/|b'/)")
+
+
 def _r_disk(t: str, low: str) -> list:
     out = []
+    if "transport endpoint is not connected" in low and _ENOTCONN_PATH.search(t):
+        # ENOTCONN on a file path: the FUSE or network mount behind it (s3fs, NFS, GCS FUSE) went away
+        out.append(("io-error", {"text": t}))
     if "no space left on device" in low or "disk quota exceeded" in low or "errno 28" in low:
         if not _shm_context(low):
             a: dict = {"errno": 122 if "quota" in low else 28}
@@ -687,7 +701,7 @@ _SHELL_SIG = re.compile(r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(co
 # bash's job report: "train.sh: line 3: 12345 Killed                 python train.py"
 # (zh_CN bash, from its message catalog: "train.sh: 第 3 行：12345 已杀死 ...")
 _BASH_JOB = re.compile(r"(?:\bline ?\d+|第 ?\d+ ?行|行 ?\d+)[:：]\s*\d+ (Bus error|Segmentation fault|Aborted|Killed|Terminated)"
-                       r"(?: \(core dumped\))?\s")
+                       r"(?:\s+\(core dumped\))?\s")
 _SHELL_NAMES = {"bus error": "SIGBUS", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT",
                 "killed": "SIGKILL", "terminated": "SIGTERM"}
 

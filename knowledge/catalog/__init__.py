@@ -37,7 +37,9 @@ ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "fi
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MIN_LITERAL = 12  # literal characters a message needs in all ...
 MIN_RUN = 6       # ... and in one run, so that it says something specific
-MAX_HITS_PER_ROW = 50  # lines kept per row: a log repeating one message a million times says it once
+MAX_HITS_PER_ROW = 50
+HEAD = 24       # a message whose opening literal has this many characters ...
+HEAD_TAIL = 60  # ... is recognised from it alone when the line ends at most this far after it  # lines kept per row: a log repeating one message a million times says it once
 
 # printf conversions (flags, width, precision, length) and {}-style fields
 _PRINTF = re.compile(r"%(?P<flags>[-+ #0']*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
@@ -446,14 +448,18 @@ class Catalog:
         self.by_id = {r.id: r for r in self.rows}
         self._compiled: list[Any] = [None] * len(self.rows)
         self._by_anchor: dict[str, list[int]] = {}
+        self._by_head: dict[str, list[int]] = {}
         for i, row in enumerate(self.rows):
             self._by_anchor.setdefault(row.anchor, []).append(i)
+            head = _head(row)
+            if head:
+                self._by_head.setdefault(head, []).append(i)
         self._automaton = None
         if self._by_anchor:
             import ahocorasick
 
             auto = ahocorasick.Automaton()
-            for anchor in self._by_anchor:
+            for anchor in set(self._by_anchor) | set(self._by_head):
                 auto.add_word(anchor, anchor)
             auto.make_automaton()
             self._automaton = auto
@@ -482,17 +488,28 @@ class Catalog:
         low = " ".join(text.lower().split()) if "  " in text or "\t" in text else text.lower()
         found: list[tuple[Row, dict[str, str], int, int, list[tuple[int, int]]]] = []
         seen: set[str] = set()
-        for _, anchor in self._automaton.iter(low):
+        heads: list[tuple[int, int]] = []  # (row, end of its head in low) for lines cut short
+        for end, anchor in self._automaton.iter(low):
             if anchor in seen:
                 continue
             seen.add(anchor)
-            for i in self._by_anchor[anchor]:
+            for i in self._by_head.get(anchor, ()):
+                heads.append((i, end))
+            for i in self._by_anchor.get(anchor, ()):
                 m = self._pattern(i).search(text)
                 if m is not None:
                     groups = {k: v for k, v in m.groupdict().items() if v is not None}
                     index = self._pattern(i).groupindex
                     spans = [m.span(index[k]) for k in groups]
                     found.append((self.rows[i], groups, m.start(), m.end(), spans))
+        matched = {id(f[0]) for f in found}
+        for i, end in heads:
+            # the line holds the start of the message and stops soon after: a message cut short
+            # (a console, a pasted excerpt) is still that message
+            row = self.rows[i]
+            if id(row) not in matched and len(low) - end - 1 <= HEAD_TAIL:
+                matched.add(id(row))
+                found.append((row, {}, 0, 0, []))
         if len(found) > 1:
             found = [h for h in found if not any(o is not h and _covers(o, h) for o in found)]
         return [(row, groups) for row, groups, _, _, _ in found]
@@ -540,6 +557,20 @@ class Catalog:
             out.append(Finding(kind=kind, attrs=attrs, line=ln.text, line_no=ln.line_no, rank=ln.rank,
                                node=ln.node, source=ln.source, ts=ln.ts))
         return out
+
+
+def _head(row: Row) -> str | None:
+    """The opening literal of a format-string message, when it alone is specific enough to
+    recognise a line that was cut short; None for patterns and short openings."""
+    if row.text is None:
+        return None
+    pieces = _pieces(row.text)
+    while pieces and pieces[0].literal is None:
+        pieces.pop(0)
+    if len(pieces) < 2 or pieces[0].literal is None:
+        return None  # the whole message is one literal: the full match covers it
+    head = " ".join(pieces[0].literal.split()).lower()
+    return head if len(head) >= HEAD else None
 
 
 def _covers(o, h) -> bool:
