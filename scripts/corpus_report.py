@@ -33,6 +33,12 @@ def main() -> int:
             rows.append((name, s, grep_top1(cases), len(zh)))
             print(f"== {name}")
             print(table(results))
+            groups = sorted({r.case.group for r in results})
+            if len(groups) > 1:
+                print()
+                for g in groups:
+                    gs = summary([r for r in results if r.case.group == g])
+                    print(f"  labels/{g}.jsonl: {gs['n']} logs, top-1 {gs['top1']:.1%}, top-3 {gs['top3']:.1%}")
             if frameworks:
                 print()
                 print(table(results, by="framework", misses=False))

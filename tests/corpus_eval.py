@@ -34,6 +34,7 @@ class Case:
     framework: str = ""
     lang: str = "en"
     xid: list[int] = field(default_factory=list)
+    group: str = ""  # the labels file it came from (a harvest)
 
     @property
     def path(self) -> Path:
@@ -49,7 +50,7 @@ def load_cases(root: Path = CORPUS) -> list[Case]:
             row = json.loads(line)
             cases.append(Case(row["file"], row["category"], row.get("failure", ""), row["source"],
                               bool(row.get("hard")), root, row.get("framework", ""), row.get("lang", "en"),
-                              [int(x) for x in row.get("xid") or []]))
+                              [int(x) for x in row.get("xid") or []], labels.stem))
     return cases
 
 
