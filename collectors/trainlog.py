@@ -95,7 +95,7 @@ _VOCAB = [
     r"/dev/shm", r"root cause", r"worker group", r"restart", r"illegal", r"assert",
     r"no kernel image", r"insufficient", r"launch failure", r"cublas_status", r"cudnn_status",
     r"nvlink", r"aer:", r"pcie bus error", r"xfs \(", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
-    r"by peer", r"interrupt", r"terminate", r"stalled", r"semlock",
+    r"by peer", r"interrupt", r"terminate", r"stalled", r"semlock", r"\.write\(", r"\.save\(",
 ]
 # Lines that say training is under way (for cuda-oom's at_start).
 _STEP = (r"(\b(global_)?step\b[ :=#]*[0-9]+|\biter(ation)?\b[ :=#]*[0-9]+|"
@@ -597,6 +597,7 @@ _NOSPACE_PATH = re.compile(r"(?:No space left on device|Disk quota exceeded)\)?:
 _PATH_BEFORE = re.compile(r"(/[\w./@+-]+)['\"]?:? No space left")
 
 
+_FILE_FRAME = re.compile(r"\.write\(|\.flush\(|\bopen\(|torch\.save|atomic_save|save_checkpoint|fsspec|os\.replace|\.save\(")
 _ENOTCONN_PATH = re.compile(r"(?:Errno 107\]|Transport endpoint is not connected)[^/]*['\"]?(/|b'/)")
 
 
@@ -847,6 +848,7 @@ class _Src:
     first_step: int | None = None
     follow: int = 0
     shm_line: int = -100  # last line that spoke of shared memory (a SemLock frame, a /dev/shm path)
+    file_line: int = -100  # last traceback line that wrote, saved or opened a file
     tb: dict = field(default_factory=dict)  # (rank, node) -> in traceback
     summary: dict = field(default_factory=dict)
     bad_lines: int = 0
@@ -1033,6 +1035,12 @@ class _Scanner:
         found: list[tuple[str, dict]] = []
         for rule in _RULES:
             found.extend(rule(t, low))
+        if _FILE_FRAME.search(low):
+            src.file_line = cl.line_no
+        if ("transport endpoint is not connected" in low and cl.line_no - src.file_line <= 8
+                and not any(k == "io-error" for k, _ in found)):
+            # ENOTCONN raised by a file write: the FUSE or network mount behind the file went away
+            found.append(("io-error", {"text": t}))
         if _shm_context(low):
             src.shm_line = cl.line_no
         elif cl.line_no - src.shm_line <= 8:
