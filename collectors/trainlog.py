@@ -46,6 +46,7 @@ BIG_CHUNK = 16 << 20  # read size once it is not
 MAX_LINE_BYTES = 8 << 20  # a "line" longer than this is cut, to keep memory bounded
 MAX_TEXT = 4000  # characters kept of one line
 SNIFF = 8192
+LITERAL_PREFIX = 16  # characters of each keyword the prefilter looks for
 FINDING_CAP = 5_000  # per kind; a log repeating one warning a million times gains nothing
 XID_CAP = 200_000  # every XID line is a finding, within reason
 LOG_EXTS = (".log", ".txt", ".out", ".err", ".gz")
@@ -128,12 +129,18 @@ def _prefilter(keywords: tuple[str, ...]):
     opts = re2.Options()
     opts.case_sensitive = False
     opts.max_mem = 64 << 20
-    words = sorted(set(keywords) | set(ZH_TO_EN))
+    # a keyword's first characters are as good a filter as all of it, and a shorter, prefix-shared
+    # alternation keeps RE2's DFA small (thousands of whole catalog messages would need hundreds of
+    # MB of DFA, or fall back to the slow NFA); a keyword that another one starts is dropped
+    words: list[str] = []
+    for w in sorted({k[:LITERAL_PREFIX] for k in keywords} | set(ZH_TO_EN)):
+        if not (words and w.startswith(words[-1])):
+            words.append(w)
     lit = None
     if words:
         lopts = re2.Options()
         lopts.case_sensitive = True
-        lopts.max_mem = 256 << 20
+        lopts.max_mem = 32 << 20
         lit = re2.compile(b"|".join(re.escape(w).encode("utf-8") for w in words), lopts)
     return re2.compile(alt.encode("utf-8"), opts), lit
 
