@@ -119,30 +119,25 @@ def _compile_prefilter(keywords: Iterable[str]):
 
 @functools.lru_cache(maxsize=4)
 def _prefilter(keywords: tuple[str, ...]):
-    """The byte-level prefilter: an RE2 alternation of the error vocabulary (case-insensitive),
-    and a second one of the literal keywords (the knowledge base's anchors, the message catalogs'
-    and the Chinese-locale texts), lower-cased and matched case-sensitively against the lower-cased
-    input: thousands of case-insensitive literals in one alternation outgrow RE2's DFA and fall
-    back to its slow NFA, while case-sensitive literals stay a small, fast DFA.
+    """The byte-level prefilter: one RE2 alternation of the error vocabulary and the literal
+    keywords (the knowledge base's anchors, the message catalogs' and the Chinese-locale texts),
+    all lower-case, matched case-sensitively against the lower-cased input. Case-insensitive
+    matching of thousands of literals would outgrow RE2's DFA and fall back to its slow NFA; the
+    lower-cased alternation stays a small, fast DFA.
     """
-    alt = "|".join(f"({f})" for f in _VOCAB)
-    opts = re2.Options()
-    opts.case_sensitive = False
-    opts.max_mem = 64 << 20
     # a keyword's first characters are as good a filter as all of it, and a shorter, prefix-shared
-    # alternation keeps RE2's DFA small (thousands of whole catalog messages would need hundreds of
-    # MB of DFA, or fall back to the slow NFA); a keyword that another one starts is dropped
+    # alternation keeps the DFA small; a keyword that another one starts is dropped
     words: list[str] = []
     for w in sorted({k[:LITERAL_PREFIX] for k in keywords} | set(ZH_TO_EN)):
         if not (words and w.startswith(words[-1])):
             words.append(w)
-    lit = None
+    alt = "|".join(f"(?:{f})" for f in _VOCAB).encode("utf-8")
     if words:
-        lopts = re2.Options()
-        lopts.case_sensitive = True
-        lopts.max_mem = 32 << 20
-        lit = re2.compile(b"|".join(re.escape(w).encode("utf-8") for w in words), lopts)
-    return re2.compile(alt.encode("utf-8"), opts), lit
+        alt += b"|" + b"|".join(re.escape(w).encode("utf-8") for w in words)
+    opts = re2.Options()
+    opts.case_sensitive = True
+    opts.max_mem = 32 << 20
+    return re2.compile(alt, opts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -864,7 +859,7 @@ class _Src:
 class _Scanner:
     def __init__(self, keywords: Iterable[str]) -> None:
         kws = [k.strip().lower() for k in keywords if k and k.strip()]
-        self.pre_b, self.pre_lit = _compile_prefilter(kws)
+        self.pre = _compile_prefilter(kws)
         self.step_b = re2.compile(_STEP.encode(), _ci())
         self.step_s = re.compile(_STEP, re.IGNORECASE)  # linear: no nested repeats; cheaper than re2 on str
         self.redact = Redactor()
@@ -977,26 +972,16 @@ class _Scanner:
     def _candidates(self, buf: bytes) -> list[int]:
         """Sorted start offsets of the lines of ``buf`` that the prefilter keeps."""
         starts: set[int] = set()
-        pos, n = 0, len(buf)
+        low = buf.lower()
+        pos, n = 0, len(low)
         while pos < n:
-            m = self.pre_b.search(buf, pos)
+            m = self.pre.search(low, pos)
             if m is None:
                 break
-            s = buf.rfind(b"\n", 0, m.start()) + 1
+            s = low.rfind(b"\n", 0, m.start()) + 1
             starts.add(s)
-            e = buf.find(b"\n", m.end())
+            e = low.find(b"\n", m.end())
             pos = n if e < 0 else e + 1
-        if self.pre_lit is not None:
-            low = buf.lower()
-            pos = 0
-            while pos < n:
-                m = self.pre_lit.search(low, pos)
-                if m is None:
-                    break
-                s = low.rfind(b"\n", 0, m.start()) + 1
-                starts.add(s)
-                e = low.find(b"\n", m.end())
-                pos = n if e < 0 else e + 1
         return sorted(starts)
 
     # ---- one line --------------------------------------------------------------------------
