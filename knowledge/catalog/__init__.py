@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from collectors.findings import KINDS, Finding, LogLine
+from knowledge.loader import _Lines
 
 CATEGORIES = ("gpu-memory", "communication", "shared-memory", "gpu-hardware", "checkpoint-storage",
               "host-memory", "scheduler", "software")
@@ -254,23 +255,7 @@ def _compile(pattern: str):
 
 
 def _line_of(node: yaml.Node | None, *path: Any) -> int:
-    best = node.start_mark.line + 1 if node is not None else 1
-    for key in path:
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for k, v in node.value:
-                if getattr(k, "value", None) == key:
-                    best, nxt = k.start_mark.line + 1, v
-                    break
-            if nxt is None:
-                return best
-            node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            best = node.start_mark.line + 1
-        else:
-            return best
-    return best
+    return _Lines(node).line(*path)
 
 
 def _loader():
