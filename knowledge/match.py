@@ -72,26 +72,9 @@ def literal_anchor(pattern: str) -> str | None:
 
     Lets the matcher skip a regex on lines that cannot match it; ``None`` means "always try".
     """
-    try:
-        import re._parser as sre_parse  # type: ignore[import-not-found]
-        from re._constants import LITERAL  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover - Python < 3.11
-        import sre_parse  # type: ignore[no-redef]
-        from sre_constants import LITERAL  # type: ignore[no-redef]
-    try:
-        parsed = sre_parse.parse(pattern, re.IGNORECASE)
-    except re.error:
-        return None
-    best, run = "", []
-    for op, arg in list(parsed) + [(None, None)]:
-        if op is LITERAL:
-            run.append(chr(arg))
-            continue
-        text = "".join(run)
-        if len(text) > len(best):
-            best = text
-        run = []
-    best = best.lower()
+    from knowledge.catalog import regex_literals
+
+    best = max(regex_literals(pattern, re.IGNORECASE), key=len, default="").lower()
     return best if len(best) >= 4 else None
 
 

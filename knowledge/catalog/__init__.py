@@ -171,11 +171,11 @@ def literal_runs(text: str | None, pattern: str | None) -> list[str]:
         pieces = _pieces(text)
         runs = [p.literal for p in pieces if p.literal is not None]
     else:
-        runs = _regex_literals(pattern or "")
+        runs = regex_literals(pattern or "")
     return [" ".join(r.split()).lower() for r in runs if r.strip()]
 
 
-def _regex_literals(pattern: str) -> list[str]:
+def regex_literals(pattern: str, flags: int = 0) -> list[str]:
     """Top-level literal runs of a regex (a run breaks at anything that is not a plain character)."""
     try:
         import re._parser as sre_parse  # type: ignore[import-not-found]
@@ -184,7 +184,7 @@ def _regex_literals(pattern: str) -> list[str]:
         import sre_parse  # type: ignore[no-redef]
         from sre_constants import LITERAL  # type: ignore[no-redef]
     try:
-        parsed = sre_parse.parse(pattern)
+        parsed = sre_parse.parse(pattern, flags)
     except re.error:
         return []
     runs, run = [], []
