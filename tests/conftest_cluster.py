@@ -34,6 +34,12 @@ from cluster import SSHD, Cluster, NodeSpec, standard_specs
 __all__ = ["cluster", "make_cluster", "slurm", "slurm_job", "slurm_running_job", "SlurmInfo", "SlurmJob"]
 
 SLURM_DIR = Path(__file__).resolve().parent / "slurm"
+# The test cluster's private prefix (tests/slurm/env.sh computes the same): its slurm.conf names
+# its own munge socket and ports, so every scontrol/sbatch the tests (and gpu-triage under test)
+# run talks to it, never to the machine's own Slurm, whatever SLURM_CONF the caller had.
+SLURM_PREFIX = Path(os.environ.get("GPU_TRIAGE_SLURM_PREFIX")
+                    or Path(os.environ.get("TMPDIR") or "/tmp") / "gpu-triage-slurm")
+os.environ["SLURM_CONF"] = str(SLURM_PREFIX / "etc" / "slurm.conf")
 
 
 def _need_sshd() -> None:

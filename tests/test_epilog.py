@@ -30,7 +30,9 @@ def _epilog_env(slurm_job, cluster, slack_api, tmp_path, channel):
 
     cfg = _config_with_alias(cluster, slurm_job.node, tmp_path)
     log = tmp_path / "epilog.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_TRIAGE_", "SLACK_", "SLURM_"))}
+    # SLURM_CONF stays: slurmd passes it to its prolog and epilog, and it points at the test cluster
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GPU_TRIAGE_", "SLACK_", "SLURM_")) or k == "SLURM_CONF"}
     env.update({
         # as slurmd sets them for Epilog (no exit code: the script asks scontrol)
         "SLURM_JOB_ID": slurm_job.job_id, "SLURM_JOBID": slurm_job.job_id, "SLURM_JOB_USER": "root",

@@ -2,31 +2,30 @@
 # Start a one-node Slurm cluster on this machine, on loopback, for gpu-triage's integration tests.
 #
 # Idempotent: run it twice and the second run only checks that the node is idle. It installs
-# nothing (.ci/run installs the Debian packages slurm-wlm and munge); it writes
-# /etc/slurm/slurm.conf and /etc/slurm/cgroup.conf, creates the munge key if missing, and starts
-# munged, slurmctld and slurmd as plain background daemons (no systemd needed), then waits until
-# `sinfo` shows the node idle. Stop everything with tests/slurm/teardown.sh.
+# nothing (.ci/run installs the Debian packages slurm-wlm and munge). Everything it writes is under
+# a private prefix (tests/slurm/env.sh: $GPU_TRIAGE_SLURM_PREFIX, default $TMPDIR/gpu-triage-slurm):
+# slurm.conf, a munge key and socket, state, spool, logs and PID files; munged, slurmctld and slurmd
+# run as plain background daemons on their own ports (16817/16818). It never reads or writes
+# /etc/slurm, /etc/munge or /run, never signals a system daemon, and refuses to start when its ports
+# are taken by something else. Stop everything with tests/slurm/teardown.sh.
 #
-# Needs root (it writes /etc/slurm, /etc/munge and /var/spool). Exit 0: the cluster answers;
-# exit 1: it could not be started, with the reason and the daemons' log tails on stderr.
+# Needs root (slurmd runs as root). Exit 0: the cluster answers; exit 1: it could not be started,
+# with the reason and the daemons' log tails on stderr.
 set -euo pipefail
 
-CONF_DIR=/etc/slurm
-CONF=$CONF_DIR/slurm.conf
-LOG_DIR=/var/log/slurm
-STATE_DIR=/var/spool/slurmctld
-SPOOL_DIR=/var/spool/slurmd
+# shellcheck source=tests/slurm/env.sh
+. "$(dirname "$0")/env.sh"
 WAIT_S=${SLURM_SETUP_WAIT_S:-60}
 
 die() {
     echo "tests/slurm/setup.sh: $*" >&2
-    for f in /var/log/munge/munged.log "$LOG_DIR/slurmctld.log" "$LOG_DIR/slurmd.log"; do
+    for f in "$MUNGE_DIR/munged.log" "$LOG_DIR/slurmctld.log" "$LOG_DIR/slurmd.log"; do
         [ -r "$f" ] && { echo "--- last lines of $f:" >&2; tail -n 15 "$f" >&2; }
     done
     exit 1
 }
 
-[ "$(id -u)" -eq 0 ] || die "must run as root (it writes $CONF_DIR, /etc/munge and /var/spool); try: sudo $0"
+[ "$(id -u)" -eq 0 ] || die "must run as root (slurmd runs as root); try: sudo $0"
 for bin in munged munge slurmctld slurmd sinfo scontrol sbatch; do
     command -v "$bin" >/dev/null || die "'$bin' not found: install the Debian packages slurm-wlm and munge (apt-get install slurm-wlm munge), as .ci/run does"
 done
@@ -34,24 +33,35 @@ done
 NODE=$(hostname -s)
 [ -n "$NODE" ] || die "hostname -s printed nothing; set a hostname first"
 
-# --- munge -----------------------------------------------------------------------------------
-install -d -o munge -g munge -m 0700 /etc/munge /var/log/munge
-install -d -o munge -g munge -m 0711 /var/lib/munge
-install -d -o munge -g munge -m 0755 /run/munge
-if [ ! -s /etc/munge/munge.key ]; then
-    # Debian's postinst normally creates it; a minimal image may not have.
-    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
-fi
-chown munge:munge /etc/munge/munge.key
-chmod 0400 /etc/munge/munge.key
+running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A port of ours held by a process that is not ours: another Slurm (or another test run) is there.
+port_taken() { ss -Htln "sport = :$1" 2>/dev/null | grep -q .; }
+for port in "$CTLD_PORT" "$SLURMD_PORT"; do
+    if port_taken "$port" && ! running "$RUN_DIR/slurmctld.pid" && ! running "$RUN_DIR/slurmd.pid"; then
+        die "port $port is already in use by another program; set GPU_TRIAGE_SLURMCTLD_PORT / GPU_TRIAGE_SLURMD_PORT to free ports"
+    fi
+done
 
-if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-    runuser -u munge -- /usr/sbin/munged || die "munged did not start"
+# --- munge (its own key, socket, log and PID file) ---------------------------------------------
+install -d -m 0755 "$PREFIX"
+install -d -o munge -g munge -m 0755 "$MUNGE_DIR"
+install -d -o munge -g munge -m 0700 "$(dirname "$MUNGE_KEY")"
+if [ ! -s "$MUNGE_KEY" ]; then
+    dd if=/dev/urandom of="$MUNGE_KEY" bs=1 count=1024 status=none
+fi
+chown munge:munge "$MUNGE_KEY"
+chmod 0400 "$MUNGE_KEY"
+
+roundtrip() { munge -S "$MUNGE_SOCKET" -n 2>/dev/null | unmunge -S "$MUNGE_SOCKET" >/dev/null 2>&1; }
+if ! roundtrip; then
+    runuser -u munge -- munged --socket="$MUNGE_SOCKET" --key-file="$MUNGE_KEY" --pid-file="$MUNGE_PID" \
+        --log-file="$MUNGE_DIR/munged.log" --seed-file="$MUNGE_DIR/munged.seed" --force \
+        || die "munged did not start"
     for _ in $(seq 1 50); do
-        munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break
+        roundtrip && break
         sleep 0.1
     done
-    munge -n | unmunge >/dev/null || die "munge credentials do not round-trip (munge -n | unmunge)"
+    roundtrip || die "munge credentials do not round-trip on $MUNGE_SOCKET"
 fi
 
 # --- slurm.conf --------------------------------------------------------------------------------
@@ -61,7 +71,7 @@ NODE_LINE=$(slurmd -C | head -n 1)
 case "$NODE_LINE" in NodeName=*) ;; *) die "slurmd -C printed an unexpected line: $NODE_LINE" ;; esac
 
 install -d -m 0755 "$CONF_DIR"
-install -d -o slurm -g slurm -m 0755 "$LOG_DIR" "$STATE_DIR"
+install -d -o slurm -g slurm -m 0755 "$LOG_DIR" "$STATE_DIR" "$RUN_DIR"
 install -d -m 0755 "$SPOOL_DIR"
 
 NEW_CONF=$(mktemp)
@@ -73,13 +83,14 @@ SlurmctldHost=$NODE(127.0.0.1)
 SlurmUser=slurm
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCKET
 CredType=cred/munge
-SlurmctldPort=6817
-SlurmdPort=6818
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
 StateSaveLocation=$STATE_DIR
 SlurmdSpoolDir=$SPOOL_DIR
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
+SlurmctldPidFile=$RUN_DIR/slurmctld.pid
+SlurmdPidFile=$RUN_DIR/slurmd.pid
 SlurmctldLogFile=$LOG_DIR/slurmctld.log
 SlurmdLogFile=$LOG_DIR/slurmd.log
 SlurmctldDebug=info
@@ -118,16 +129,14 @@ CONF
 mv "$CONF_DIR/cgroup.conf.new" "$CONF_DIR/cgroup.conf"
 
 # --- daemons -----------------------------------------------------------------------------------
-running() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-if [ "$CHANGED" = 1 ] && running /run/slurmctld.pid; then
+if [ "$CHANGED" = 1 ] && running "$RUN_DIR/slurmctld.pid"; then
     scontrol reconfigure || true
 fi
-if ! running /run/slurmctld.pid; then
-    slurmctld || die "slurmctld did not start"
+if ! running "$RUN_DIR/slurmctld.pid"; then
+    slurmctld -f "$CONF" || die "slurmctld did not start"
 fi
-if ! running /run/slurmd.pid; then
-    slurmd || die "slurmd did not start"
+if ! running "$RUN_DIR/slurmd.pid"; then
+    slurmd -f "$CONF" || die "slurmd did not start"
 fi
 
 state=""

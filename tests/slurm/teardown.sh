@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Stop the test cluster that tests/slurm/setup.sh started: slurmd, slurmctld, then munged.
-# Leaves the configuration and state in place (setup.sh is idempotent). Never fails.
+# Only the daemons of the private prefix (tests/slurm/env.sh), by their own PID files: a system
+# Slurm or munge is never signalled. Leaves the configuration and state in place (setup.sh is
+# idempotent). Never fails.
 set -u
+# shellcheck source=tests/slurm/env.sh
+. "$(dirname "$0")/env.sh"
 
 stop_pidfile() {  # <name> <pidfile>
     local pid
@@ -17,7 +21,7 @@ stop_pidfile() {  # <name> <pidfile>
     kill -KILL "$pid" 2>/dev/null
 }
 
-stop_pidfile slurmd /run/slurmd.pid
-stop_pidfile slurmctld /run/slurmctld.pid
-stop_pidfile munged /run/munge/munged.pid
+stop_pidfile slurmd "$RUN_DIR/slurmd.pid"
+stop_pidfile slurmctld "$RUN_DIR/slurmctld.pid"
+stop_pidfile munged "$MUNGE_PID"
 exit 0
