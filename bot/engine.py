@@ -11,11 +11,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Sequence
 
 from collectors import trainlog
 from collectors.findings import Finding, FirstError, LogLine
 from knowledge import catalog as catalog_mod
+from knowledge.loader import Entry
 from knowledge.match import CONFIDENT, Cause, Matcher
 from knowledge.store import Store
 from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
@@ -80,12 +81,15 @@ ALTERNATIVE_FLOOR = 0.3  # weaker evidence an expert would still check next
 MAX_ALTERNATIVES = 2
 
 
-def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause]) -> list[Cause]:
+def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
+                 entry: Callable[[str], Entry | None] = lambda _id: None) -> list[Cause]:
     """Causes below the bar, from categories the reported causes do not cover, that the evidence
     still points at: what an expert would check next when the evidence fits more than one cause.
 
-    Only beside a confident cause (a paste with no known failure keeps "no confident cause"),
-    one per category, marked ``alternative``.
+    First the weaker causes the evidence itself scored; then the families the top cause's entry
+    names in ``check_next``: the readings its messages admit (a lost heartbeat: a dead node, a
+    preemption or the network; a kubelet eviction: the node's memory or disk). Only beside a confident cause (a paste with no known failure keeps
+    "no confident cause"), one per category, marked ``alternative``.
     """
     if not causes:
         return []
@@ -99,6 +103,26 @@ def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause]) -> list[Cause
         seen.add(cause.category)
         cause.alternative = True
         out.append(cause)
+    top = causes[0]
+    by_id = {c.id: c for c in ranked}
+    for fam in top.entry.check_next:
+        if len(out) >= MAX_ALTERNATIVES:
+            break
+        target = by_id.get(fam)
+        if target is None:
+            e = entry(fam)
+            if e is None:
+                continue
+            target = Cause(e, 0.0)
+        if target.category in seen or target in causes:
+            continue
+        seen.add(target.category)
+        target.confidence = max(target.confidence, ALTERNATIVE_FLOOR)
+        if not target.evidence:
+            target.evidence = list(top.evidence[:1])
+        target.explain.append(f"checked next: the messages behind {top.id} also fit this family")
+        target.alternative = True
+        out.append(target)
     return out
 
 
@@ -220,7 +244,7 @@ class Engine:
         if verdicts and sig:
             learning.apply(ranked, learning.adjustments(sig, verdicts))
         causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
-        causes += alternatives(ranked, causes)
+        causes += alternatives(ranked, causes, self.matcher.entry)
         candidates = [c for c in ranked if c.confidence < CONFIDENT and c not in causes][:5]
         shape = job_shape(parsed.lines, findings, self.gpus)
         diagnosis = Diagnosis(

@@ -83,6 +83,11 @@ KINDS: dict[str, dict[str, str]] = {
         "ops": "the differing op types or sizes, e.g. ALLREDUCE/ALLGATHER or NumelIn 1024/2048",
         "ranks": "the ranks seen, comma-separated",
     },
+    "gpu-extra-context": {
+        "gpu": "the GPU index that carries other GPUs' processes (nvidia-smi's process table)",
+        "processes": "how many processes whose main allocation is on another GPU also hold memory there",
+        "mib": "their memory on that GPU, MiB",
+    },
     "rank-straggler": {
         "ranks": "comma-separated ranks that did not report the collective timeout the others did",
         "seq": "the sequence number the other ranks were stuck at",

@@ -97,6 +97,8 @@ _VOCAB = [
     r"no kernel image", r"insufficient", r"launch failure", r"cublas_status", r"cudnn_status",
     r"nvlink", r"aer:", r"pcie bus error", r"xfs \(", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
     r"by peer", r"interrupt", r"terminate", r"stalled", r"semlock", r"\.write\(", r"\.save\(",
+    # a row of nvidia-smi's process table (GPU [GI CI] PID Type name memory), read by _gpu_processes
+    r"[0-9]+ +(n/a +n/a +|[0-9]+ +[0-9]+ +)?[0-9]+ +(c|g|c\+g|m|m\+c) +[^ ].* [0-9]+mib +\|",
 ]
 # Lines that say training is under way (for cuda-oom's at_start).
 _STEP = (r"(\b(global_)?step\b[ :=#]*[0-9]+|\biter(ation)?\b[ :=#]*[0-9]+|"
@@ -579,7 +581,9 @@ def _r_cuda_error(t: str, low: str) -> list:
 
 
 _SHM_HINTS = ("shared memory", "/dev/shm", "</torch_", "shm_open", "shm.h:", "shmutils", "posix_fallocate",
-              "semlock", "multiprocessing/synchronize.py", "multiprocessing/heap.py")
+              "semlock", "multiprocessing/synchronize.py", "multiprocessing/heap.py",
+              # joblib probes a POSIX semaphore (sem_open: a file in /dev/shm) and warns when it fails
+              "joblib will operate in serial mode", "_multiprocessing_helpers.py")
 
 
 def _shm_context(low: str) -> bool:
@@ -603,8 +607,18 @@ _FILE_FRAME = re.compile(r"\.write\(|\.flush\(|\bopen\(|torch\.save|atomic_save|
 _ENOTCONN_PATH = re.compile(r"(?:Errno 107\]|Transport endpoint is not connected)[^/]*['\"]?(/|b'/)")
 
 
+# TensorFlow/TSL map a file operation's ENOSPC and EDQUOT to RESOURCE_EXHAUSTED (tsl/platform/errors.cc,
+# ErrnoToCode); old versions print only the file, e.g. "ResourceExhaustedError: ./m/model-49.tempstate57"
+_TF_EXHAUSTED_FILE = re.compile(r"(?:ResourceExhaustedError|Resource exhausted|RESOURCE_EXHAUSTED):\s*['\"]?"
+                                r"((?:\.{0,2}/|~/)[^\s;'\"]+|[^\s;'\"]*\.tempstate\d*)")
+
+
 def _r_disk(t: str, low: str) -> list:
     out = []
+    if "exhausted" in low and "no space left" not in low and "quota" not in low:
+        m = _TF_EXHAUSTED_FILE.search(t)
+        if m:
+            out.append(("disk-full", {"path": m.group(1)}))
     if "transport endpoint is not connected" in low and _ENOTCONN_PATH.search(t):
         # ENOTCONN on a file path: the FUSE or network mount behind it (s3fs, NFS, GCS FUSE) went away
         out.append(("io-error", {"text": t}))
@@ -883,6 +897,8 @@ class _Scanner:
         self.n_candidates = 0
         self.last_exit: Finding | None = None
         self.first_step: dict[str, int | None] = {}
+        # nvidia-smi process-table rows: (gpu, pid, process name, MiB, line, source index)
+        self.gpu_procs: list[tuple[int, int, str, int, CleanLine, int]] = []
 
     # ---- streaming -------------------------------------------------------------------------
     def scan(self, name: str, fh: BinaryIO) -> None:
@@ -1040,6 +1056,10 @@ class _Scanner:
             # not the disk
             found = [("shm-error", {"text": t}) if k == "disk-full" else (k, a) for k, a in found]
         found.extend(self._stateful(src, cl, t, low))
+        if t.endswith("|") and "mib" in low and len(self.gpu_procs) < 4096:
+            m = _SMI_PROC.match(t)
+            if m:
+                self.gpu_procs.append((int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)), cl, src.idx))
         m = re.search(r"\brank (\d+) nranks (\d+)", t)
         if m:
             self.ranks_seen.add(int(m.group(1)))
@@ -1140,6 +1160,7 @@ class _Scanner:
 
     # ---- the end ---------------------------------------------------------------------------
     def finish(self) -> ParseResult:
+        self._extra_contexts()
         self._stragglers()
         self._oom_at_start()
         for kind in sorted(self.capped):
@@ -1217,11 +1238,61 @@ class _Scanner:
                 line=first.line, line_no=first.line_no, rank=None, node=first.node, source=first.source,
                 ts=first.ts))
 
+    def _extra_contexts(self) -> None:
+        """nvidia-smi's process table shows other ranks' processes holding memory on one GPU: every
+        rank opened a CUDA context there (a CUDA call before ``torch.cuda.set_device``, ``torch.load``
+        without ``map_location``, DataLoader workers touching CUDA), so that GPU carries an extra
+        context per process and runs out first. Two shapes: a process whose main allocation is on
+        another GPU also holds some on this one; or, with only this GPU's rows shown, the GPU's main
+        process has two or more small twins of the same program. One process spread over several
+        GPUs (DataParallel, a model split with ``device_map``) is alone where it is a guest and is
+        not this; 0 MiB rows (containers without PID visibility) say nothing."""
+        by_gpu: dict[int, dict[int, tuple[str, int]]] = {}
+        first_row: dict[tuple[int, int], tuple[CleanLine, int]] = {}
+        for gpu, pid, name, mib, cl, idx in self.gpu_procs:
+            if mib <= 0:
+                continue
+            prev = by_gpu.setdefault(gpu, {}).get(pid, (name, 0))
+            by_gpu[gpu][pid] = (name, prev[1] + mib)
+            first_row.setdefault((gpu, pid), (cl, idx))
+        home: dict[int, tuple[int, int]] = {}  # pid -> (gpu, MiB) where it holds the most
+        for gpu, procs in by_gpu.items():
+            for pid, (_, mib) in procs.items():
+                if pid not in home or mib > home[pid][1]:
+                    home[pid] = (gpu, mib)
+        for gpu, procs in sorted(by_gpu.items()):
+            guests = [pid for pid in procs if home[pid][0] != gpu]
+            owners = [pid for pid in procs if home[pid][0] == gpu]
+            if guests and (owners or len(guests) >= 2):
+                pass
+            elif len(procs) >= 3:
+                main = max(procs, key=lambda p: procs[p][1])
+                name, big = procs[main]
+                guests = [p for p, (n, mib) in procs.items()
+                          if p != main and n == name and mib * 4 <= big]
+                if len(guests) < 2:
+                    continue
+            else:
+                continue
+            cl, idx = first_row[(gpu, guests[0])]
+            self._add("gpu-extra-context", {"gpu": gpu, "processes": len(guests),
+                                            "mib": sum(procs[p][1] for p in guests)}, cl, _SrcRef(idx))
+            break
+
     def _oom_at_start(self) -> None:
         for f in self.findings:
             if f.kind == "cuda-oom":
                 first = self.first_step.get(f.source)
                 f.attrs["at_start"] = first is None or (f.line_no or 0) <= first
+
+
+# nvidia-smi process-table row: |  GPU  [GI  CI]  PID  Type  Process name  Usage |
+_SMI_PROC = re.compile(r"\|?\s*(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(?:C|G|C\+G|M|M\+C)\s+(\S.*?)\s+(\d+)MiB\s*\|$")
+
+
+@dataclass
+class _SrcRef:
+    idx: int
 
 
 def _ci():

@@ -36,7 +36,7 @@ DRIVERS = ("gpu-count", "network", "reproducibility", "parts")
 LANGS = ("en", "zh")
 
 REQUIRED = ("id", "category", "title", "cause", "next_commands", "fix", "support", "references", "examples")
-OPTIONAL = ("signatures", "phrases", "findings", "symptom", "backstop")
+OPTIONAL = ("signatures", "phrases", "findings", "symptom", "backstop", "check_next")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 URL_RE = re.compile(r"^https?://\S+$")
 # YAML's folded scalars join lines with a space; between two CJK characters (or after CJK
@@ -91,13 +91,16 @@ class Entry:
     findings: list[dict[str, Any]] = field(default_factory=list)
     symptom: bool = False
     backstop: bool = False  # a family-level cause the message catalogs fall back on (knowledge/catalog/)
+    # families (backstops) of other categories that an expert checks next when this entry is the
+    # answer (bot.engine.alternatives): the readings its messages themselves admit
+    check_next: list[str] = field(default_factory=list)
     origin: str = "curated"  # curated | team
     path: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id, "category": self.category, "title": self.title, "symptom": self.symptom,
-            "backstop": self.backstop, "signatures": self.signatures, "phrases": self.phrases, "findings": self.findings,
+            "backstop": self.backstop, "check_next": self.check_next, "signatures": self.signatures, "phrases": self.phrases, "findings": self.findings,
             "cause": self.cause, "next_commands": self.next_commands, "fix": self.fix,
             "support": self.support, "references": self.references, "examples": self.examples,
             "origin": self.origin, "path": self.path,
@@ -225,6 +228,10 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
         except re.error as exc:
             err(("signatures", i), f"signature {sig!r} does not compile: {exc}")
     _string_list(data.get("phrases"), "phrases", err, ("phrases",))
+    nxt = _string_list(data.get("check_next"), "check_next", err, ("check_next",))
+    for i, other in enumerate(nxt):
+        if not ID_RE.match(other):
+            err(("check_next", i), f"check_next names entry ids; {other!r} is not one")
     rules = data.get("findings") or []
     if not isinstance(rules, list):
         err(("findings",), "findings must be a list of rules")
@@ -292,7 +299,8 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
         next_commands=cmds, fix=fix, support={"drivers": [], **sup}, references=refs,
         examples={"match": ex.get("match") or [], "near_miss": ex.get("near_miss") or []},
         signatures=sigs, phrases=data.get("phrases") or [], findings=rules,
-        symptom=bool(data.get("symptom", False)), backstop=bool(data.get("backstop", False)), path=str(path),
+        symptom=bool(data.get("symptom", False)), backstop=bool(data.get("backstop", False)),
+        check_next=list(data.get("check_next") or []), path=str(path),
     )
     return entry, errors
 
@@ -394,7 +402,23 @@ def load_dir(directory: Path | None = None, *, examples: bool = True,
             continue
         seen[entry.id] = str(path)
         entries.append(entry)
+    errors.extend(_check_next_targets(entries))
     return entries, errors
+
+
+def _check_next_targets(entries: list[Entry]) -> list[EntryError]:
+    """Each ``check_next`` names a backstop entry of another category."""
+    by_id = {e.id: e for e in entries}
+    errors = []
+    for e in entries:
+        for other in e.check_next:
+            target = by_id.get(other)
+            if target is None or not target.backstop:
+                errors.append(EntryError(Path(e.path), None, f"check_next: {other!r} is not a backstop entry"))
+            elif target.category == e.category:
+                errors.append(EntryError(Path(e.path), None, f"check_next: {other!r} is in the same category "
+                                         f"({e.category}); name families of other categories"))
+    return errors
 
 
 def fingerprint(directory: Path | None = None) -> str:

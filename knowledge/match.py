@@ -163,6 +163,10 @@ def entry_matches_line(entry: Entry, line: str) -> bool:
 class Matcher:
     """Compiled once per process; :meth:`match` is the per-diagnosis hot path."""
 
+    def entry(self, entry_id: str) -> Entry | None:
+        i = self._index.get(entry_id)
+        return None if i is None else self.entries[i]
+
     def __init__(self, entries: Sequence[Entry], catalog: Any = None):
         self.entries = list(entries)
         self.catalog = catalog

@@ -19,8 +19,8 @@ import yaml
 from knowledge.loader import Entry, EntryError, Finder, _Lines, check_examples, load_dir, validate
 from knowledge.loader import _load as load_entry_file
 
-KEY_ORDER = ("id", "category", "title", "symptom", "signatures", "phrases", "findings", "cause", "next_commands",
-             "fix", "support", "references", "examples")
+KEY_ORDER = ("id", "category", "title", "symptom", "check_next", "signatures", "phrases", "findings", "cause",
+             "next_commands", "fix", "support", "references", "examples")
 
 
 def validate_data(data: Any, *, name: str, text: str | None = None,
@@ -60,7 +60,7 @@ def to_data(entry: Entry) -> dict[str, Any]:
         value = doc.get(key)
         if key == "symptom" and not value:
             continue
-        if key in ("signatures", "phrases", "findings") and not value:
+        if key in ("signatures", "phrases", "findings", "check_next") and not value:
             continue
         if key == "examples":
             value = {k: v for k, v in value.items() if v}

@@ -73,7 +73,44 @@ def test_a_family_backstop_yields_to_a_specific_cause_of_its_category(engine):
         [(c.id, c.confidence) for c in d.causes]
 
 
-def test_printf_and_brace_formats_become_patterns():
+def test_an_ambiguous_message_lists_what_an_expert_checks_next(engine):
+    # the coordination service's own text admits a dead task, a preemption or a crash: the answer
+    # names the node-failure family and, as alternatives, the families that family's check_next names
+    line = ("E external/xla/xla/tsl/distributed_runtime/coordination/coordination_service.cc:1236] "
+            "/job:jax_worker/replica:0/task:2 has been set to ERROR in coordination service: UNAVAILABLE: "
+            "Task /job:jax_worker/replica:0/task:2 heartbeat timeout. This indicates that the remote task "
+            "has failed, got preempted, or crashed unexpectedly.")
+    d = engine.diagnose_text(line)
+    top, *alts = d.causes
+    assert top.id == "family-node-failure" and not top.alternative
+    want = top.entry.check_next
+    assert [a.id for a in alts] == want[:2] and all(a.alternative and a.confidence < 0.5 for a in alts)
+    assert len({c.category for c in d.causes}) == len(d.causes)
+    # a specific, unambiguous answer without check_next gets none
+    d = engine.diagnose_text("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert not any(c.alternative and "checked next" in " ".join(c.explain) for c in d.causes)
+
+
+def test_check_next_must_name_a_family_of_another_category(tmp_path):
+    import shutil
+
+    from knowledge.loader import entries_dir
+
+    root = tmp_path / "entries"
+    shutil.copytree(entries_dir(), root)
+    path = root / "scheduler" / "family-node-failure.yaml"
+    text = path.read_text(encoding="utf-8")
+    start = text.index("check_next:")
+    end = text.index("\n", start)
+    path.write_text(text[:start] + "check_next: [family-scheduler-termination, slurm-time-limit, no-such-family]"
+                    + text[end:], encoding="utf-8")
+    _, errors = load_dir(root, examples=False)
+    said = "\n".join(str(e) for e in errors)
+    assert "'family-scheduler-termination' is in the same category" in said
+    assert "'slurm-time-limit' is not a backstop entry" in said
+    assert "'no-such-family' is not a backstop entry" in said
+    assert all("family-node-failure.yaml" in str(e) for e in errors)
+
     pat, names = cat.text_to_pattern("NET/IB : Got completion from peer %s with status=%d opcode=%d len=%u "
                                      "vendor err %d (%s)")
     assert names == ["p1", "p2", "p3", "p4", "p5", "p6"]

@@ -429,3 +429,45 @@ def test_enospc_under_a_semlock_frame_is_shared_memory_not_the_disk():
             'OSError: [Errno 28] No space left on device\n')
     kinds = [f.kind for f in parse_text(text).findings]
     assert "shm-error" in kinds and "disk-full" not in kinds
+
+
+# ---- nvidia-smi process tables: other ranks' contexts on one GPU ------------------------------
+def test_other_ranks_contexts_on_one_gpu_are_found():
+    r = parse_text(fx("smi-extra-contexts.txt"), source="smi")
+    (f,) = kinds(r, "gpu-extra-context")
+    assert f.attrs == {"gpu": 0, "processes": 7, "mib": 7 * 871}
+    assert f.line_no == 2
+
+
+def test_a_process_that_is_a_guest_elsewhere_is_found_and_dataparallel_is_not():
+    guests = ("|    0   N/A  N/A      4001      C   python      9000MiB |\n"
+              "|    1   N/A  N/A      4002      C   python      9000MiB |\n"
+              "|    0   N/A  N/A      4002      C   python       600MiB |\n")
+    (f,) = kinds(parse_text(guests), "gpu-extra-context")
+    assert (f.attrs["gpu"], f.attrs["processes"], f.attrs["mib"]) == (0, 1, 600)
+    # one process over two GPUs (DataParallel, device_map) and an unrelated program: nothing
+    dp = ("|    0   N/A  N/A      4001      C   python      9000MiB |\n"
+          "|    1   N/A  N/A      4001      C   python      7000MiB |\n"
+          "|    0   N/A  N/A      5000      C   /usr/bin/Xorg  300MiB |\n")
+    assert not kinds(parse_text(dp), "gpu-extra-context")
+
+
+def test_zero_mib_rows_say_nothing():
+    assert not kinds(parse_text(fx("smi-zero-mib.txt")), "gpu-extra-context")
+
+
+# ---- ENOSPC that is not the disk ------------------------------------------------------------
+def test_joblib_semaphore_enospc_is_shared_memory():
+    r = parse_text(fx("joblib-semaphore-nospace.txt"))
+    assert kinds(r, "shm-error") and not kinds(r, "disk-full")
+
+
+def test_tensorflow_resource_exhausted_on_a_file_is_a_full_disk():
+    # TSL maps ENOSPC/EDQUOT of a file operation to RESOURCE_EXHAUSTED; old versions print only the file
+    r = parse_text("tensorflow.python.framework.errors_impl.ResourceExhaustedError: "
+                   "/data/run1/model.ckpt-1200_temp_3f/part-00000-of-00001.data-00000-of-00001.tempstate88\n")
+    (f,) = kinds(r, "disk-full")
+    assert f.attrs["path"].endswith(".tempstate88")
+    gpu = parse_text("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+                     "tensor with shape[64,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0\n")
+    assert not kinds(gpu, "disk-full")
