@@ -308,5 +308,5 @@ class Engine:
             block["changed_from"] = base
             block["change_reason"] = changed
         if self.rate_card is not None:
-            block["estimate"] = self.rate_card.estimate(tier, shape.gpus, self.region)
+            block["estimate"] = self.rate_card.estimate(tier, shape.gpus, self.region, shape.gpus_exact)
         return block

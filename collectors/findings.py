@@ -92,7 +92,9 @@ KINDS: dict[str, dict[str, str]] = {
         "ranks": "comma-separated ranks that did not report the collective timeout the others did",
         "seq": "the sequence number the other ranks were stuck at",
     },
-    "python-exception": {"type": "exception class, e.g. RuntimeError", "message": "first line of the message"},
+    "python-exception": {"type": "exception class, e.g. RuntimeError", "message": "first line of the message",
+                         "launcher": "true for a launcher's report of a worker's death (ChildFailedError, "
+                                     "CalledProcessError), not the worker's own exception"},
     "version": {"component": "driver, cuda, nccl, pytorch, python, deepspeed, ofed", "value": "version string"},
     "nvlink-error": {"text": "the line"},
     "pcie-error": {"text": "AER or link line", "severity": "corrected or uncorrected"},

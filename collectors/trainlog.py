@@ -1092,7 +1092,8 @@ class _Scanner:
             typ = m.group(2)
             msg = (m.group(3) or "").strip()
             src.tb[key] = False
-            out.append(("python-exception", {"type": typ, "message": msg[:500]}))
+            out.append(("python-exception", {"type": typ, "message": msg[:500],
+                                             "launcher": typ in _LAUNCHER_EXCEPTIONS}))
             if typ == "ChildFailedError":
                 src.follow = max(src.follow, 40)
         if "root cause (first observed failure)" in low or low.startswith("failures:"):
@@ -1285,6 +1286,14 @@ class _Scanner:
                 first = self.first_step.get(f.source)
                 f.attrs["at_start"] = first is None or (f.line_no or 0) <= first
 
+
+# exceptions a launcher raises about its worker (torchrun's agent, subprocess-based launchers such as
+# DeepSpeed's and accelerate's): they report a rank's death, they are not the rank's own exception
+_LAUNCHER_EXCEPTIONS = frozenset({"ChildFailedError", "CalledProcessError"})
+
+# exceptions a launcher raises about its worker (torchrun's agent, subprocess-based launchers such as
+# DeepSpeed's and accelerate's): they report a rank's death, they are not the rank's own exception
+_LAUNCHER_EXCEPTIONS = frozenset({"ChildFailedError", "CalledProcessError"})
 
 # nvidia-smi process-table row: |  GPU  [GI  CI]  PID  Type  Process name  Usage |
 _SMI_PROC = re.compile(r"\|?\s*(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(?:C|G|C\+G|M|M\+C)\s+(\S.*?)\s+(\d+)MiB\s*\|$")

@@ -160,6 +160,9 @@ def entry_matches_line(entry: Entry, line: str) -> bool:
     return any(fuzz.partial_ratio(normalise(p), norm) >= FUZZY_CUTOFF for p in entry.phrases if normalise(p))
 
 
+SAME_LINE_WEIGHT = 0.1  # a finding read from a line a signature of the same entry already matched
+
+
 class Matcher:
     """Compiled once per process; :meth:`match` is the per-diagnosis hot path."""
 
@@ -338,6 +341,9 @@ class Matcher:
             primary.add((line.source, line.line_no))
 
         penalty = 1.0
+        # one vote per kind of fact: rules of one finding kind (exit-signal signal=SIGKILL and
+        # exitcode=-9 read the same exit) count once, at the strongest rule that matched
+        kind_weight: dict[str, float] = {}
         for rule in entry.findings:
             matched = [f for f in findings if _satisfies(rule, f)]
             if not _conditions(rule) and not rule.get("rules_out"):
@@ -350,8 +356,21 @@ class Matcher:
                 explain.append(f"x{RULES_OUT_FACTOR}: ruled out by {desc} (line {matched[0].line_no})")
                 continue
             w = float(rule.get("weight", 0.5))
+            if sig_hits and all((f.source, f.line_no) in sig_hits for f in matched):
+                # read from the very lines a signature already counted: the same fact, not a second one
+                w = min(w, SAME_LINE_WEIGHT)
+                desc += " on the signature's line"
+            before = kind_weight.get(rule["kind"])
+            if before is not None and before >= w:
+                explain.append(f"+0: finding {desc} seen {len(matched)}x (the same fact as a stronger "
+                               f"{rule['kind']} rule)")
+                continue
+            if before is not None:
+                weights.remove(before)
+            kind_weight[rule["kind"]] = w
             weights.append(w)
-            explain.append(f"+{w}: finding {desc} seen {len(matched)}x")
+            instead = f" (in place of the +{before} of a weaker {rule['kind']} rule)" if before is not None else ""
+            explain.append(f"+{w}: finding {desc} seen {len(matched)}x{instead}")
             if w >= PRIMARY_RULE:
                 primary.update((f.source, f.line_no) for f in matched)
             for f in matched[:3]:

@@ -2,10 +2,12 @@
 
 The entry names a base tier; the evidence can move it (``adjust_tier``):
 
-* a hardware XID, a GPU lost from the bus, uncorrectable ECC or failed row remapping → ``vendor``
-  (warranty/RMA: nobody else can replace the part);
-* an InfiniBand port down/polling or IB completion errors → at least ``onsite`` (cables, optics,
-  switch ports need hands in the data hall);
+* GPU evidence sets the tier NVIDIA's resolution bucket calls for (``hardware_tier``): an XID to
+  ignore or an application restart → ``self``; a GPU reset → ``remote``; a reboot, a reseat or the
+  ECC/NVLink workflows, a GPU fallen off the bus → ``onsite``; a failed row remap → ``vendor``.
+  Repeats on the same GPU or node (``knowledge.escalation``) → ``vendor`` (bot.engine);
+* an InfiniBand port down/polling on an InfiniBand link, or IB completion errors under a cause that
+  is not a configuration fix → at least ``onsite`` (cables, optics, switch ports need hands);
 * shared-memory findings → ``self`` (a container flag or a DataLoader setting).
 
 Rates are the team's configuration (a YAML rate card); nothing here ships market prices.
@@ -13,6 +15,7 @@ Rates are the team's configuration (a YAML rate card); nothing here ships market
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,31 +31,66 @@ class RateCardError(Exception):
     """The rate card cannot be used; the message names the file, key and fix."""
 
 
-def _hardware_xid(code: Any) -> bool:
+# NVIDIA's resolution bucket for an XID (shared/reference/xid-catalog.csv) -> the least tier it needs.
+# Restart-the-application and ignore buckets need nobody; a GPU reset needs an administrator; a
+# reboot, a reseat or NVIDIA's ECC/NVLink workflows need hands at the node first. The vendor (RMA)
+# is for a board that keeps failing: a row remap that failed, or repeats (knowledge.escalation).
+BUCKET_TIER = {
+    "RESET_GPU": "remote",
+    "RESTART_BM": "onsite",
+    "CHECK_MECHANICALS": "onsite",
+    "WORKFLOW_XID_48": "onsite",
+    "WORKFLOW_NVLINK_ERR": "onsite",
+    "WORKFLOW_NVLINK5_ERR": "onsite",
+}
+
+
+def _xid_row(code: Any) -> dict[str, Any] | None:
     try:
         from knowledge.xid_catalog import XID
-    except ImportError:  # the generated catalog is missing: be conservative
-        return False
-    row = XID.get(code) if isinstance(code, int) else None
-    return bool(row and row.get("hardware"))
+    except ImportError:  # the generated catalog is missing
+        return None
+    return XID.get(code) if isinstance(code, int) else None
+
+
+def _above(a: str, b: str) -> bool:
+    return TIER_ORDER.index(a) > TIER_ORDER.index(b)
+
+
+def hardware_tier(findings: Sequence[Finding]) -> tuple[str, str] | None:
+    """The tier the GPU evidence itself calls for, with the reason; None without such evidence."""
+    tier: str | None = None
+    why = ""
+    for f in findings:
+        if f.kind == "row-remap" and f.attrs.get("failure"):
+            return "vendor", "a row remap failed: the GPU has no spare rows left and needs replacing"
+        if f.kind == "xid":
+            row = _xid_row(f.attrs.get("code"))
+            if row is None:
+                continue
+            want = BUCKET_TIER.get(row["bucket"], "self")
+            if tier is None or _above(want, tier):
+                bucket = row["bucket"].lower().replace("_", " ")
+                tier, why = want, f"XID {f.attrs.get('code')}: NVIDIA's resolution bucket is {bucket}"
+        elif f.kind == "gpu-lost" and (tier is None or _above("onsite", tier)):
+            tier, why = "onsite", "a GPU fell off the bus: a reboot and reseat come before an RMA"
+    return (tier, why) if tier else None
 
 
 def adjust_tier(base: str, category: str, findings: Sequence[Finding]) -> tuple[str, str | None]:
     """Return (tier, reason for the change or None)."""
     kinds = {f.kind for f in findings}
-    hw_xids = sorted({f.attrs.get("code") for f in findings if f.kind == "xid" and _hardware_xid(f.attrs.get("code"))})
-    if category == "gpu-hardware" and (hw_xids or "gpu-lost" in kinds or any(
-            f.kind == "ecc-error" and f.attrs.get("type") == "uncorrectable" for f in findings) or any(
-            f.kind == "row-remap" and f.attrs.get("failure") for f in findings)):
-        if base != "vendor":
-            what = f"hardware XID {', '.join(map(str, hw_xids))}" if hw_xids else "a hardware fault"
-            return "vendor", f"{what} in the evidence: a part may need replacing under warranty"
-        return base, None
-    if category == "communication" and ("ib-error" in kinds or any(
-            f.kind == "ib-port" and str(f.attrs.get("state", "")).lower() in ("down", "polling", "disabled")
-            for f in findings)):
-        if TIER_ORDER.index(base) < TIER_ORDER.index("onsite"):
+    if category == "gpu-hardware":
+        hw = hardware_tier(findings)
+        if hw is None or hw[0] == base:
+            return base, None
+        return hw
+    physical = any(f.kind == "ib-port" and str(f.attrs.get("state", "")).lower() in ("down", "polling")
+                   and str(f.attrs.get("link_layer", "")).lower() != "ethernet" for f in findings)
+    if category == "communication" and (physical or ("ib-error" in kinds and base != "self")):
+        if _above("onsite", base):
             return "onsite", "InfiniBand port or completion errors: a cable, optic or switch port needs hands on site"
+        return base, None
     if category == "shared-memory" and base != "self":
         return "self", "shared-memory limits are a container or DataLoader setting the team controls"
     return base, None
@@ -60,33 +98,75 @@ def adjust_tier(base: str, category: str, findings: Sequence[Finding]) -> tuple[
 
 @dataclass
 class JobShape:
-    """What the log says about the job: GPU count and network type."""
+    """What the evidence says about the job: its GPU count and network, each with its basis.
+
+    ``gpus_basis`` says where the count came from (``given``: --gpus; ``nranks``: NCCL's communicator
+    size; ``world-size``: WORLD_SIZE / world_size / torchelastic's global world size; ``ranks-seen``:
+    the distinct ranks that printed, a lower bound, so ``gpus_exact`` is False). ``network_basis``
+    is the transport line it was read from.
+    """
 
     gpus: int | None = None
+    gpus_basis: str | None = None
+    gpus_exact: bool = False
     network: str | None = None  # infiniband | roce | ethernet
+    network_basis: str | None = None
+
+
+_NRANKS = re.compile(r"\bnranks (\d+)\b")
+_WORLD = re.compile(r"\b(?:world[_ ]size|global_world_sizes?)\s*[:=]?\s*\[?(\d+)", re.IGNORECASE)
+# NCCL's "NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/IB ..." names each device's link layer
+_NET_DEV = re.compile(r"\[\d+\]\w+:\d+/(IB|RoCE)\b")
+_ROCE = re.compile(r"\bRoCE(?:v2)?\b|\bNCCL_IB_GID_INDEX\b")
+_IB = re.compile(r"\bNET/IB\b|\bInfiniBand\b", re.IGNORECASE)
+_SOCKET = re.compile(r"\bNET/Socket\b")
 
 
 def job_shape(lines: Sequence[Any], findings: Sequence[Finding], gpus: int | None = None) -> JobShape:
-    ranks = [line.rank for line in lines if getattr(line, "rank", None) is not None]
-    ranks += [f.rank for f in findings if f.rank is not None]
-    world = None
-    for line in lines:
+    shape = JobShape()
+    if gpus:
+        shape.gpus, shape.gpus_basis, shape.gpus_exact = gpus, "given", True
+    nranks = world = None
+    ranks: set[int] = set()
+    dev_layers: set[str] = set()
+    roce = ib = sock = None
+    for line in lines[:20000]:
         text = getattr(line, "text", "")
-        low = text.lower()
-        if "world_size" in low or "world size" in low:
-            import re
-
-            m = re.search(r"world[_ ]size\s*[:=]?\s*(\d+)", low)
+        rank = getattr(line, "rank", None)
+        if rank is not None:
+            ranks.add(rank)
+        if "nranks" in text:
+            m = _NRANKS.search(text)
             if m:
+                nranks = max(nranks or 0, int(m.group(1)))
+        low = text.lower()
+        if "world" in low:
+            m = _WORLD.search(text)
+            if m and int(m.group(1)) > 0:
                 world = max(world or 0, int(m.group(1)))
-    shape = JobShape(gpus=gpus or world or ((max(ranks) + 1) if ranks else None))
-    blob = " ".join(getattr(l, "text", "") for l in lines[:5000]).lower()
-    if "roce" in blob or "gid index" in blob:
-        shape.network = "roce"
-    elif "net/ib" in blob or "mlx5" in blob or "infiniband" in blob or any(f.kind == "ib-error" for f in findings):
-        shape.network = "infiniband"
-    elif "net/socket" in blob:
-        shape.network = "ethernet"
+        if "/" in text or "roce" in low or "gid" in low or "infiniband" in low:
+            dev_layers.update(_NET_DEV.findall(text))
+            if roce is None and _ROCE.search(text):
+                roce = text
+            if ib is None and _IB.search(text):
+                ib = text
+            if sock is None and _SOCKET.search(text):
+                sock = text
+    ranks.update(f.rank for f in findings if f.rank is not None)
+    if shape.gpus is None:
+        if nranks:
+            shape.gpus, shape.gpus_basis, shape.gpus_exact = nranks, "nranks", True
+        elif world:
+            shape.gpus, shape.gpus_basis, shape.gpus_exact = world, "world-size", True
+        elif ranks:
+            shape.gpus, shape.gpus_basis = max(len(ranks), max(ranks) + 1), "ranks-seen"
+    ib_found = any(f.kind in ("ib-error",) for f in findings)
+    if dev_layers == {"RoCE"} or (roce is not None and "IB" not in dev_layers):
+        shape.network, shape.network_basis = "roce", "roce-devices" if dev_layers else "roce-config"
+    elif "IB" in dev_layers or ib is not None or ib_found:
+        shape.network, shape.network_basis = "infiniband", "ib-devices" if dev_layers else "net-ib"
+    elif sock is not None:
+        shape.network, shape.network_basis = "ethernet", "net-socket"
     return shape
 
 
@@ -96,8 +176,11 @@ def drivers_text(drivers: Sequence[str], shape: JobShape) -> list[dict[str, Any]
         item: dict[str, Any] = {"driver": d}
         if d == "gpu-count" and shape.gpus:
             item["value"] = shape.gpus
+            item["basis"] = shape.gpus_basis
+            item["exact"] = shape.gpus_exact
         if d == "network" and shape.network:
             item["value"] = shape.network
+            item["basis"] = shape.network_basis
         out.append(item)
     return out
 
@@ -136,7 +219,11 @@ class RateCard:
         return cls(currency=str(data["currency"]), gpu_hour_cost=float(data["gpu_hour_cost"]), tiers=tiers,
                    regions=data.get("regions") or {}, example=bool(data.get("example", False)))
 
-    def estimate(self, tier: str, gpus: int | None, region: str | None = None) -> dict[str, Any] | None:
+    def estimate(self, tier: str, gpus: int | None, region: str | None = None,
+                 gpus_exact: bool = True) -> dict[str, Any] | None:
+        """The tier's fee and the waiting it implies: while the tier resolves the failure (``hours``),
+        the job's GPUs sit idle, so the cost is fee + GPUs x gpu_hour_cost x hours. A GPU count that
+        is only a lower bound (ranks seen) makes the waiting cost a lower bound too."""
         t = dict(self.tiers.get(tier) or {})
         if region:
             if region not in self.regions:
@@ -146,13 +233,14 @@ class RateCard:
         if not t:
             return None
         hours = float(t.get("hours", 0))
-        cost = float(t.get("fixed", 0)) + float(t.get("hourly", 0)) * hours + float(t.get("travel", 0))
-        out: dict[str, Any] = {"currency": self.currency, "tier_cost": round(cost, 2),
+        fee = float(t.get("fixed", 0)) + float(t.get("hourly", 0)) * hours + float(t.get("travel", 0))
+        out: dict[str, Any] = {"currency": self.currency, "tier_cost": round(fee, 2),
                                "expected_hours": hours, "example_rates": self.example}
         if gpus:
             idle = gpus * self.gpu_hour_cost
+            out["gpus"] = gpus
+            out["gpus_at_least"] = not gpus_exact
             out["idle_cost_per_hour"] = round(idle, 2)
             out["idle_cost_while_waiting"] = round(idle * hours, 2)
-            if idle > 0:
-                out["tier_cost_in_idle_hours"] = round(cost / idle, 2)
+            out["total_cost"] = round(fee + idle * hours, 2)
         return out

@@ -40,6 +40,11 @@ def _support(block: dict[str, Any] | None, entry, lang: str) -> dict[str, Any]:
     block["tier_name"] = t(f"tier.{block['tier']}", lang)
     for d in block.get("drivers", []):
         d["name"] = t(f"driver.{d['driver']}", lang)
+        if d.get("value") is not None:
+            value = t(f"network.{d['value']}", lang) if d["driver"] == "network" else str(d["value"])
+            if d.get("exact") is False:
+                value = t("at_least", lang) + value
+            d["shown"] = value + (f"; {t('basis.' + d['basis'], lang)}" if d.get("basis") else "")
     block.setdefault("estimate", None)
     return block
 

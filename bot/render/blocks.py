@@ -360,7 +360,7 @@ def _support(out: _Blocks, cause: dict[str, Any], lang: str) -> None:
     if sup.get("change_reason"):
         lines.append("• " + escape(t("tier_changed", lang, old=sup.get("changed_from"), why=sup["change_reason"])))
     if sup.get("drivers"):
-        names = [(d.get("name") or d.get("driver", "")) + (f" ({d['value']})" if d.get("value") else "")
+        names = [(d.get("name") or d.get("driver", "")) + (f" ({d['shown']})" if d.get("shown") else "")
                  for d in sup["drivers"]]
         lines.append(f"• {_label(t('cost_drivers', lang), lang)}" + escape(", ".join(names)))
     est = _estimate_line(sup.get("estimate"), lang)

@@ -11,14 +11,21 @@ def _fence(text: str) -> str:
     return "```\n" + text.replace("```", "`\u200b``") + "\n```"
 
 
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:g}"
+
+
 def _estimate_line(est: dict[str, Any] | None, lang: str) -> str | None:
     if not est:
         return None
+    hours = _fmt(est.get("expected_hours", 0))
     if "idle_cost_per_hour" in est:
-        line = t("idle_cost", lang, cur=est["currency"], idle=est["idle_cost_per_hour"], cost=est["tier_cost"],
-                 hours=est.get("tier_cost_in_idle_hours", "?"))
+        pre = t("at_least", lang) if est.get("gpus_at_least") else ""
+        line = t("idle_cost", lang, cur=est["currency"], fee=_fmt(est["tier_cost"]), hours=hours,
+                 gpus=f"{pre}{est['gpus']}", wait=pre + _fmt(est["idle_cost_while_waiting"]),
+                 total=pre + _fmt(est["total_cost"]))
     else:
-        line = t("tier_cost", lang, cur=est["currency"], cost=est["tier_cost"])
+        line = t("tier_cost", lang, cur=est["currency"], fee=_fmt(est["tier_cost"]), hours=hours)
     if est.get("example_rates"):
         line += f" ({t('example_rates', lang)})"
     return line
@@ -57,7 +64,7 @@ def render(doc: dict[str, Any]) -> str:
             out.append(f"- {t('tier_changed', lang, old=sup['changed_from'], why=sup['change_reason'])}")
         if sup.get("drivers"):
             out.append(f"- {t('cost_drivers', lang)}: " + ", ".join(
-                d["name"] + (f" ({d['value']})" if d.get("value") else "") for d in sup["drivers"]))
+                d["name"] + (f" ({d['shown']})" if d.get("shown") else "") for d in sup["drivers"]))
         est = _estimate_line(sup.get("estimate"), lang)
         if est:
             out.append(f"- {t('estimate', lang)}: {est}")

@@ -60,7 +60,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
             console.print(Text("    " + t("tier_changed", lang, old=sup["changed_from"], why=sup["change_reason"])))
         if sup.get("drivers"):
             console.print(Text(f"    {t('cost_drivers', lang)}: " + ", ".join(
-                d["name"] + (f" ({d['value']})" if d.get("value") else "") for d in sup["drivers"])))
+                d["name"] + (f" ({d['shown']})" if d.get("shown") else "") for d in sup["drivers"])))
         est = _estimate_line(sup.get("estimate"), lang)
         if est:
             console.print(Text(f"    {t('estimate', lang)}: {est}"))
