@@ -552,8 +552,10 @@ def _r_ecc(t: str, low: str) -> list:
     if "page retire" in low or "retired page" in low or "pages pending retirement" in low:
         return [("ecc-error", {"type": "page-retired", "text": t})]
     if re.search(r"\becc\b", low) and ("error" in low or "fault" in low):
-        typ = "uncorrectable" if ("uncorrect" in low or "double bit" in low or "dbe" in low) else \
-            "correctable" if "correct" in low else "uncorrectable"
+        typ = "uncorrectable" if ("uncorrect" in low or "double bit" in low or "double-bit" in low
+                                  or re.search(r"\bdbe\b", low)) else \
+            "correctable" if ("correct" in low or "single bit" in low or "single-bit" in low
+                              or re.search(r"\bsbe\b", low)) else "uncorrectable"
         return [("ecc-error", {"type": typ, "text": t})]
     return []
 

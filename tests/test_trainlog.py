@@ -471,3 +471,9 @@ def test_tensorflow_resource_exhausted_on_a_file_is_a_full_disk():
     gpu = parse_text("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
                      "tensor with shape[64,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0\n")
     assert not kinds(gpu, "disk-full")
+
+
+def test_single_bit_ecc_is_correctable():
+    # DCGM_FR_VOLATILE_SBE_DETECTED_MSG (dcgm_errors.h), as DCGM's health check prints it
+    r = parse_text("More than 10000 single-bit ECC error(s) detected in GPU 0 Volatile SBEs: 13452\n")
+    assert [f.attrs["type"] for f in kinds(r, "ecc-error")] == ["correctable"]
