@@ -10,6 +10,7 @@ rebuild leaves the previous base in place.
 from __future__ import annotations
 
 import json
+import re
 import os
 import sqlite3
 from pathlib import Path
@@ -184,13 +185,34 @@ class Store:
         return Entry.from_json(json.loads(row[0])) if row else None
 
     def search(self, words: str, limit: int = 10) -> list[tuple[Entry, float]]:
-        """Full-text search over titles, causes, signatures and examples (both languages)."""
+        """Full-text search over titles, causes, signatures and examples (both languages).
+
+        Each word also matches its synonyms in the other language (``SYNONYMS``: 显存不足 finds
+        "out of memory", 共享内存 finds /dev/shm); "xid 94" lists the entries whose finding rules
+        name XID 94 first.
+        """
         self.ensure()
-        terms = [t for t in words.split() if t]
+        codes = [int(c) for c in _XID_QUERY.findall(words)]
+        rest = _XID_QUERY.sub(" ", words) if codes else words
+        terms = [t for t in rest.split() if t]
+        first: list[tuple[Entry, float]] = []
+        if codes:
+            for (body,) in self.db.execute("SELECT body FROM entries ORDER BY id"):
+                entry = Entry.from_json(json.loads(body))
+                rank = _xid_rank(entry, codes)
+                if rank is not None:
+                    first.append((entry, float(rank)))
+            # among equals, the entry that is about the code (xid-79-..., "XID 79" in its title) first
+            first.sort(key=lambda h: (h[1], not any(f"xid-{c}" in h[0].id or f"xid {c}" in h[0].title["en"].lower()
+                                                    for c in codes), h[0].id))
+            if not terms:
+                return first[:limit]
         if not terms:
             return []
-        # each term quoted: FTS5 syntax in a user's words must not be interpreted
-        query = " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        # each term quoted: FTS5 syntax in a user's words must not be interpreted; a term with
+        # synonyms matches any of them
+        groups = [_synonyms(t) for t in terms]
+        query = " AND ".join("(" + " OR ".join('"' + w.replace('"', '""') + '"' for w in g) + ")" for g in groups)
         try:
             rows = self.db.execute(
                 "SELECT entries.body, bm25(entries_fts) AS rank FROM entries_fts "
@@ -199,10 +221,62 @@ class Store:
         except sqlite3.OperationalError:
             rows = []
         if not rows:  # trigram needs 3+ characters; fall back to a LIKE scan
-            like = [f"%{t}%" for t in terms]
-            where = " AND ".join("(title_en || title_zh || cause_en || cause_zh || text) LIKE ?" for _ in like)
-            rows = self.db.execute(f"SELECT body, 0 FROM entries WHERE {where} LIMIT ?", like + [limit]).fetchall()
-        return [(Entry.from_json(json.loads(body)), float(rank)) for body, rank in rows]
+            where, args = [], []
+            for g in groups:
+                where.append("(" + " OR ".join("(title_en || title_zh || cause_en || cause_zh || text) LIKE ?"
+                                               for _ in g) + ")")
+                args += [f"%{w}%" for w in g]
+            rows = self.db.execute(f"SELECT body, 0 FROM entries WHERE {' AND '.join(where)} LIMIT ?",
+                                   args + [limit]).fetchall()
+        hits = [(Entry.from_json(json.loads(body)), float(rank)) for body, rank in rows]
+        if first:
+            ids = {e.id for e, _ in first}
+            hits = first + [h for h in hits if h[0].id not in ids]
+        return hits[:limit]
+
+
+# "xid 94", "XID94", "Xid: 94", "xid-79"
+_XID_QUERY = re.compile(r"(?i)\bxid\s*[-:#]?\s*(\d{1,3})\b")
+
+# Words a reader types for the same thing in either language; each group matches as one.
+SYNONYMS: tuple[tuple[str, ...], ...] = (
+    ("显存不足", "显存溢出", "爆显存", "out of memory", "OOM"),
+    ("显存", "GPU memory", "CUDA memory"),
+    ("共享内存", "/dev/shm", "shared memory", "shm"),
+    ("总线错误", "bus error", "SIGBUS"),
+    ("内存不足", "主机内存", "host memory", "OOM killer", "oom-kill", "Cannot allocate memory"),
+    ("磁盘满", "磁盘已满", "磁盘空间不足", "空间不足", "No space left", "disk full", "ENOSPC"),
+    ("超时", "timeout", "timed out"),
+    ("掉卡", "fallen off the bus", "GPU lost"),
+    ("抢占", "preempt", "preemption", "preempted"),
+    ("检查点", "checkpoint"),
+    ("版本不匹配", "版本不一致", "version mismatch"),
+    ("网卡", "NIC", "HCA"),
+)
+_SYN_INDEX = {w.lower(): g for g in SYNONYMS for w in g}
+
+
+def _synonyms(term: str) -> tuple[str, ...]:
+    return _SYN_INDEX.get(term.lower(), (term,))
+
+
+def _xid_rank(entry: Entry, codes: list[int]) -> int | None:
+    """0 when an entry's finding rule names exactly one of the codes, 1 when the code is in a list
+    of codes, 2 for a rule on any XID (the catalog's fallback entry); None when it names none."""
+    best = None
+    for rule in entry.findings:
+        if rule.get("kind") != "xid" or rule.get("rules_out"):
+            continue
+        want = rule.get("code")
+        if want is None:
+            rank = 2
+        elif isinstance(want, list):
+            rank = 1 if any(c in want for c in codes) else None
+        else:
+            rank = 0 if want in codes else None
+        if rank is not None and (best is None or rank < best):
+            best = rank
+    return best
 
 
 class KnowledgeInvalid(Exception):

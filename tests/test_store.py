@@ -27,8 +27,28 @@ def test_built_on_first_use_and_searchable(tmp_path, entries):
     hits = [e.id for e, _ in store.search("watchdog timeout")]
     assert hits and all("watchdog" in (e.title["en"] + e.cause["en"] + " ".join(e.signatures)).lower()
                         for e, _ in store.search("watchdog timeout"))
-    zh = store.search("共享内存")
-    assert zh and all("共享内存" in e.title["zh"] + e.cause["zh"] for e, _ in zh)
+
+
+
+@pytest.mark.parametrize("query, first_ids, among", [
+    # the Chinese word finds the English texts too (/dev/shm, bus error, out of memory)
+    ("共享内存", None, "shm-exhausted-dataloader-bus-error"),
+    ("总线错误", {"shm-exhausted-dataloader-bus-error"}, "host-ram-exhausted-shm-bus-error"),
+    ("显存不足", None, "cuda-oom-mid-run"),
+    # an XID number ranks the entry about that code first
+    ("xid 94", {"xid-94-contained-ecc"}, None),
+    ("XID 79", {"xid-79-fallen-off-bus"}, None),
+    ("Xid: 48", {"xid-48-double-bit-ecc"}, None),
+])
+def test_search_finds_across_languages_and_by_xid(tmp_path, query, first_ids, among):
+    hits = [e.id for e, _ in Store(tmp_path / "data").search(query)]
+    assert hits, query
+    if first_ids:
+        assert hits[0] in first_ids, hits
+    if among:
+        assert among in hits, hits
+    if query == "显存不足":
+        assert sum(h.startswith("cuda-oom") for h in hits) >= 3, hits
 
 
 def test_rebuilt_when_an_entry_changes(tmp_path, entries):
