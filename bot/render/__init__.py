@@ -15,7 +15,7 @@ def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
         "title": pick(entry.title, lang),
         "confidence": round(cause.confidence, 2),
         "evidence": [e.to_json() for e in cause.evidence],
-        "next_commands": [{"command": c["command"], "why": pick(c.get("why"), lang)} for c in entry.next_commands],
+        "next_commands": _commands(diagnosis, cause, lang),
         "support": _support(diagnosis.support.get(entry.id), entry, lang),
         "cause": pick(entry.cause, lang),
         "fix": pick(entry.fix, lang),
@@ -32,6 +32,47 @@ def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
     if explain:
         out["explain"] = cause.explain
     return out
+
+
+_LOG_PLACEHOLDERS = ("<first-failed-rank-log>", "<log of that rank>", "<launcher log>", "<log>", "train.log")
+
+
+def _commands(diagnosis, cause, lang: str) -> list[dict[str, Any]]:
+    """The entry's next commands with this diagnosis's own file and host filled in where the entry
+    writes a placeholder (``train.log``, ``rank*.log``, ``<log>``, ``<node>``); the entry's text
+    stays in ``template``. Only printed, never run; names are shell-quoted."""
+    import os
+    import shlex
+
+    files = [s for s in getattr(diagnosis, "sources", []) or [] if s and s != "-" and not s.startswith("<")
+             and "://" not in s]
+    fe = getattr(diagnosis, "first_error", None)
+    mine = next((e.source for e in cause.evidence if e.source in files), None)
+    log = mine or (fe.source if fe is not None and fe.source in files else None) or (files[0] if len(files) == 1 else None)
+    node = next((e.node for e in cause.evidence if e.node), None) or (fe.node if fe is not None else None)
+    if len(files) > 1:
+        parent = os.path.commonpath([os.path.dirname(f) or "." for f in files])
+        all_logs = f"{shlex.quote(parent)}/*" if parent not in ("", ".") else " ".join(map(shlex.quote, files[:8]))
+    else:
+        all_logs = shlex.quote(files[0]) if files else None
+    out = []
+    for c in cause.entry.next_commands:
+        cmd = c["command"]
+        if all_logs:
+            cmd = cmd.replace("rank*.log", all_logs)
+        if log:
+            for ph in _LOG_PLACEHOLDERS:
+                cmd = cmd.replace(ph, shlex.quote(log))
+        if node and "<node>" in cmd and _HOSTNAME.fullmatch(node):
+            cmd = cmd.replace("<node>", node)
+        item = {"command": cmd, "why": pick(c.get("why"), lang)}
+        if cmd != c["command"]:
+            item["template"] = c["command"]
+        out.append(item)
+    return out
+
+
+_HOSTNAME = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 
 
 def _support(block: dict[str, Any] | None, entry, lang: str) -> dict[str, Any]:

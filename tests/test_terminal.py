@@ -1,0 +1,63 @@
+"""The first screen: at 80 columns a summary block of at most 15 rows, nothing wider than the
+terminal, each fact once, in English and in Chinese (full-width punctuation)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+
+from bot.render import as_dict
+from bot.render import terminal
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+LOGS = sorted(CORPUS.glob("*/*.log"))
+RULE = "─" * 80
+
+
+def render(engine, path: Path, lang: str, columns: int, monkeypatch) -> list[str]:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    buf = io.StringIO()
+    terminal.render(as_dict(engine.diagnose_paths([str(path)]), lang=lang), file=buf)
+    return buf.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_corpus_answer_fits_80_columns_with_a_short_summary(engine, lang, monkeypatch):
+    too_tall, too_wide = [], []
+    for path in LOGS:
+        rows = render(engine, path, lang, 80, monkeypatch)
+        summary = rows.index(RULE)
+        if summary > 15:
+            too_tall.append((path.name, summary))
+        too_wide += [(path.name, r) for r in rows if cell_len(r) > 80]
+    assert not too_tall, too_tall[:5]
+    assert not too_wide, too_wide[:3]
+
+
+def test_the_layout_follows_the_width_and_says_each_fact_once(engine, monkeypatch):
+    log = CORPUS / "communication" / "hf-trainer-multinode-allreduce-timeout-connection-closed.log"
+    narrow = render(engine, log, "en", 80, monkeypatch)
+    wide = render(engine, log, "en", 200, monkeypatch)
+    assert narrow != wide and max(map(len, wide)) > 80 and len(wide) < len(narrow)
+    text = "\n".join(narrow)
+    # the summary's evidence line is also the first error: said once, then referred to
+    assert text.count("[Rank 13] Watchdog caught collective operation timeout") == 1
+    # the commands name the file given, not a made-up one
+    assert "hf-trainer-multinode-allreduce-timeout-connection-closed.log" in text.split(RULE)[0]
+    assert "train.log" not in text and "rank*.log" not in text
+
+
+def test_no_first_rank_boilerplate_on_a_single_kernel_log(engine, monkeypatch):
+    log = CORPUS / "gpu-hardware" / "rtx5090-xid79-fallen-off-bus-gsp.log"
+    text = "\n".join(render(engine, log, "en", 80, monkeypatch))
+    assert "first rank to fail" not in text
+
+
+def test_chinese_labels_use_full_width_colons(engine, monkeypatch):
+    log = CORPUS / "host-memory" / "open-r1-grpo-childfailed-signal9-sigkill.log"
+    head = render(engine, log, "zh", 80, monkeypatch)[:8]
+    assert head[0].startswith("可能原因：")
+    assert any(r.strip().startswith("先执行：") for r in head)
