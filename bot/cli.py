@@ -131,6 +131,15 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=10)
     val = kbsub.add_parser("validate", help="validate entry files (default: the shipped entries)")
     val.add_argument("dir", nargs="?", help="folder of entries")
+    fb = sub.add_parser("feedback", help="confirm or reject a recorded diagnosis (builds the team's runbook)",
+                        description="Tell gpu-triage whether a recorded diagnosis (diagnose --record / --post "
+                                    "print its incident id) was right. Confirmed causes rank higher next time and "
+                                    "show as 'seen before'; rejected ones rank lower.")
+    fb.add_argument("incident", help="incident id printed by diagnose --record or --post")
+    fb.add_argument("verdict", choices=("confirm", "reject"))
+    fb.add_argument("--cause", help="the cause the verdict is about (default: the incident's top cause)")
+    fb.add_argument("--note", default="", help="what you found (kept with the verdict)")
+    fb.add_argument("--user", default=os.environ.get("USER", ""), help="who gives the verdict (default: $USER)")
     from bot.runbook_cli import add_parsers as _team_parsers  # kb add|edit|export|import, runbook export
 
     _team_parsers(sub, kbsub)
@@ -159,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(args)
         if args.command == "preflight":
             return cmd_preflight(args)
+        if args.command == "feedback":
+            return cmd_feedback(args)
         if args.command == "runbook" or getattr(args, "kb_command", None) in ("add", "edit", "export", "import"):
             from bot import runbook_cli
 
@@ -347,8 +358,42 @@ def _diagnose(args) -> int:
         from bot.render.terminal import render
 
         render(doc)
+    if doc.get("incident"):
+        from bot.messages import t
+
+        print(t("recorded", args.lang or "en", id=doc["incident"]), file=sys.stderr)
     for warning in diagnosis.warnings if args.format != "text" else ():
         print(f"gpu-triage: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_feedback(args) -> int:
+    """Record a verdict on a recorded diagnosis from the command line (the Slack buttons' twin)."""
+    from knowledge.runbook import Runbook
+
+    try:
+        runbook = Runbook(args.data_dir)
+        incident = runbook.incident(args.incident)
+    except _known_errors() as exc:
+        raise Failure(str(exc)) from exc
+    if incident is None:
+        raise Failure(f"no incident {args.incident!r} in this database; use the id that diagnose --record or "
+                      f"--post printed (and the same --data-dir)")
+    causes = [c["id"] for c in incident["doc"].get("causes", [])]
+    cause = args.cause or incident.get("top_cause") or ""
+    if not cause:
+        raise Failure(f"incident {args.incident} has no cause to confirm or reject; name one with --cause ID")
+    if args.cause and args.cause not in causes:
+        raise Failure(f"incident {args.incident} did not propose {args.cause!r}; its causes: "
+                      f"{', '.join(causes) or 'none'}")
+    verdict = "confirmed" if args.verdict == "confirm" else "not-it"
+    try:
+        runbook.record_feedback(args.incident, cause, args.user or "", verdict, note=args.note)
+    except _known_errors() as exc:
+        raise Failure(str(exc)) from exc
+    print(f"gpu-triage: {args.incident}: {cause} {verdict}"
+          + (" (it will rank higher for this signature and show as seen before)" if verdict == "confirmed"
+             else " (it will rank lower for this signature)"))
     return 0
 
 

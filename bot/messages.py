@@ -22,6 +22,10 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "The first rank to fail is nearest the root cause; later 'remote process exited' lines are echoes.",
         "zh": "最先失败的 rank 离根因最近；之后各 rank 打印的 “remote process exited” 只是连锁反应。",
     },
+    "recorded": {"en": "gpu-triage: recorded as incident {id}; when you know the answer: "
+                       "gpu-triage feedback {id} confirm|reject [--cause ID] [--note TEXT]",
+                 "zh": "gpu-triage：已记录为事件 {id}；确认原因后执行："
+                       "gpu-triage feedback {id} confirm|reject [--cause ID] [--note 说明]"},
     "run_first": {"en": "Run first", "zh": "先执行"},
     "also_check": {"en": "Also check", "zh": "另请排查"},
     "first_error_is_evidence": {"en": "the evidence line above", "zh": "即上面的证据行"},
@@ -222,9 +226,9 @@ TEXT.update({
 # --- the team runbook (issue 5): similar past incidents, repeat-aware escalation, /runbook -------------
 TEXT.update({
     "similar": {"en": "Seen before", "zh": "以前出现过"},
-    "similar_line": {"en": "Seen {n} times, last on {date} on {node}; fixed by {fix} ({title})",
+    "similar_line": {"en": "Seen {n} time(s), last on {date} on {node}; fixed by {fix} ({title})",
                      "zh": "已出现 {n} 次，最近一次是 {date} 在 {node} 上；修复方法：{fix}（{title}）"},
-    "similar_line_nonode": {"en": "Seen {n} times, last on {date}; fixed by {fix} ({title})",
+    "similar_line_nonode": {"en": "Seen {n} time(s), last on {date}; fixed by {fix} ({title})",
                             "zh": "已出现 {n} 次，最近一次是 {date}；修复方法：{fix}（{title}）"},
     "escalate": {"en": "Escalate to the vendor: this keeps failing", "zh": "升级给厂商：同一故障反复出现"},
     "escalate_advice": {"en": "Isolate the node, stop restarting, call the vendor.",

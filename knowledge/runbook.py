@@ -94,9 +94,16 @@ def _m2_signatures_and_history(db: sqlite_utils.Database) -> None:
         _insert_events(db, row["id"], row["created"], row["job"] or "", doc)
 
 
+def _m3_feedback_note(db: sqlite_utils.Database) -> None:
+    """Version 3: a note with each verdict (the command line's ``feedback --note``)."""
+    if "note" not in db["feedback"].columns_dict:
+        db["feedback"].add_column("note", str, not_null_default="")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _m1_base),
     (2, _m2_signatures_and_history),
+    (3, _m3_feedback_note),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -243,13 +250,13 @@ class Runbook:
 
     # feedback
 
-    def record_feedback(self, incident_id: str, cause_id: str, user: str, verdict: str) -> None:
+    def record_feedback(self, incident_id: str, cause_id: str, user: str, verdict: str, note: str = "") -> None:
         if verdict not in ("confirmed", "not-it"):
             raise ValueError(verdict)
 
         def write():
             self.db["feedback"].insert({"incident_id": incident_id, "cause_id": cause_id, "user": user,
-                                        "verdict": verdict, "created": _now()})
+                                        "verdict": verdict, "created": _now(), "note": note[:2000]})
             if self.db["incidents"].count_where("id = ?", [incident_id]):
                 self.db["incidents"].update(incident_id, {"outcome": verdict})
 

@@ -237,3 +237,25 @@ def test_two_gigabyte_log_streams_in_bounded_memory(tmp_path, data_dir):
     assert any(f["kind"] == "xid" and f["attrs"]["code"] == 79 for f in doc["findings"])
     assert doc["causes"][0]["id"].startswith("xid-79")
     assert before < 300 * 1024 and peak_mb < 300, f"peak RSS {peak_mb:.0f} MB"
+
+
+def test_feedback_from_the_command_line_builds_the_runbook(data_dir, capsys):
+    log = CORPUS / "host-memory" / "open-r1-grpo-childfailed-signal9-sigkill.log"
+    assert main(["--data-dir", str(data_dir), "diagnose", "--record", str(log)]) == 0
+    err = capsys.readouterr().err
+    incident = re.search(r"recorded as incident ([0-9a-f]+)", err).group(1)
+    assert f"gpu-triage feedback {incident} confirm" in err
+    # a wrong id or a cause the incident never proposed: a clear message, exit 1, nothing stored
+    assert main(["--data-dir", str(data_dir), "feedback", "0000", "confirm"]) == 1
+    assert "no incident '0000'" in capsys.readouterr().err
+    assert main(["--data-dir", str(data_dir), "feedback", incident, "reject", "--cause", "xid-79-fallen-off-bus"]) == 1
+    assert "did not propose" in capsys.readouterr().err
+    assert main(["--data-dir", str(data_dir), "feedback", incident, "confirm", "--note", "dmesg: oom-kill"]) == 0
+    capsys.readouterr()
+    from knowledge.runbook import Runbook
+
+    (row,) = Runbook(data_dir).feedback(incident)
+    assert (row["cause_id"], row["verdict"], row["note"]) == ("host-oom-killer-sigkill", "confirmed", "dmesg: oom-kill")
+    # the next diagnosis of the same failure says it was seen and confirmed before
+    assert main(["--data-dir", str(data_dir), "diagnose", str(log)]) == 0
+    assert "Seen 1 time(s)" in capsys.readouterr().out

@@ -200,7 +200,7 @@ def test_a_confirmed_team_entry_outranks_the_generic_curated_one_and_explain_say
     top = after["causes"][0]
     assert top["id"] == "leaf-switch-3-reboots-under-load"
     assert "+0.30: confirmed 3x by the team for this signature" in top["explain"]
-    assert after["similar"][0]["count"] == 3 and "Seen 3 times" in after["similar"][0]["text"]
+    assert after["similar"][0]["count"] == 3 and "Seen 3 time(s)" in after["similar"][0]["text"]
     assert "Drain rack B" in after["similar"][0]["text"]
     # "Not it" moves a cause down
     for n in range(3):
@@ -212,7 +212,7 @@ def test_a_confirmed_team_entry_outranks_the_generic_curated_one_and_explain_say
     assert rejected["nccl-watchdog-timeout"]["confidence"] < before["causes"][0]["confidence"]
     # the text and Markdown replies carry the similar-incidents line
     main(["--data-dir", str(data), "diagnose", str(log), "--format", "markdown"])
-    assert "Seen 3 times" in capsys.readouterr().out
+    assert "Seen 3 time(s)" in capsys.readouterr().out
     main(["--data-dir", str(data), "diagnose", str(log), "--lang", "zh"])
     assert "已出现 3 次" in capsys.readouterr().out
 
