@@ -91,6 +91,21 @@ def test_an_ambiguous_message_lists_what_an_expert_checks_next(engine):
     assert not any(c.alternative and "checked next" in " ".join(c.explain) for c in d.causes)
 
 
+def test_a_wrapper_row_yields_to_the_message_it_wraps(shipped, engine):
+    # torch's "NCCL error in: <file>:<line>, <NCCL's error text>, NCCL version <v>" frames NCCL's own
+    # message; the frame says only "NCCL failed", the message inside says how
+    line = ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, "
+            "unhandled system error, NCCL version 2.7.8")
+    ids = [row.id for row, _ in shipped.match_line(line)]
+    assert "torch-nccl-error-in" not in ids and any(i.startswith("nccl-") for i in ids), ids
+    d = engine.diagnose_text(line)
+    assert d.causes[0].category == "communication", [(c.id, c.confidence) for c in d.causes]
+    # the frame alone (its placeholder holds nothing catalogued) still speaks
+    alone = "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:121, " \
+            "some text no catalog knows, NCCL version 2.18.1"
+    assert "torch-nccl-error-in" in [row.id for row, _ in shipped.match_line(alone)]
+
+
 def test_check_next_must_name_a_family_of_another_category(tmp_path):
     import shutil
 

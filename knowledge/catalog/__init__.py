@@ -34,7 +34,7 @@ from knowledge.loader import _Lines
 CATEGORIES = ("gpu-memory", "communication", "shared-memory", "gpu-hardware", "checkpoint-storage",
               "host-memory", "scheduler", "software")
 FILE_KEYS = ("source", "library", "version", "read_from", "url", "defaults", "messages")
-ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "finding", "example", "note")
+ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "finding", "example", "note", "wrapper")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MIN_LITERAL = 12  # literal characters a message needs in all ...
 MIN_RUN = 6       # ... and in one run, so that it says something specific
@@ -232,6 +232,9 @@ class Row:
     index: int = 0  # position in the file's messages list
     library: str = ""
     version: str = ""
+    # a frame around another message ("NCCL error in: %s:%d, %s"): when its placeholder holds a
+    # catalogued message, that message speaks and the frame is dropped
+    wrapper: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "category": self.category, "family": self.family,
@@ -362,6 +365,8 @@ def load_file(path: Path, *, validate: bool = True) -> tuple[list[Row], list[Cat
         if not isinstance(raw, dict):
             err(where, "a row is a mapping: id, text (or pattern), where, category, family ...")
             continue
+        if "wrapper" in raw and not isinstance(raw["wrapper"], bool):
+            err(where + ("wrapper",), f"{raw.get('id')}: wrapper must be true or false")
         extra = set(raw) - set(ROW_KEYS)
         if extra:
             err(where, f"unknown keys {sorted(extra)}; allowed: {', '.join(ROW_KEYS)}")
@@ -419,7 +424,8 @@ def load_file(path: Path, *, validate: bool = True) -> tuple[list[Row], list[Cat
             id=rid, source=path.stem, category=category, family=family, pattern=pattern, names=names,
             anchor=anchor or "", text=text_, entry=entry, finding=_resolve(spec, names) if spec else None,
             example=example, where=str(raw.get("where", "")), path=str(path), index=i,
-            library=str(data.get("library", "")), version=str(data.get("version", ""))))
+            library=str(data.get("library", "")), version=str(data.get("version", "")),
+            wrapper=raw.get("wrapper") is True))
     return rows, errors
 
 
@@ -497,6 +503,10 @@ class Catalog:
                 found.append((row, {}, 0, 0, []))
         if len(found) > 1:
             found = [h for h in found if not any(o is not h and _covers(o, h) for o in found)]
+        if len(found) > 1:
+            # a row marked ``wrapper`` ("NCCL error in: %s:%d, %s") whose placeholder holds another
+            # catalogued message yields to the message it wraps: that one says what failed
+            found = [o for o in found if not (o[0].wrapper and any(h is not o and _wraps(o, h) for h in found))]
         return [(row, groups) for row, groups, _, _, _ in found]
 
     def scan(self, lines: Iterable[LogLine]) -> list[Hit]:
@@ -558,6 +568,11 @@ def _head(row: Row) -> str | None:
     return head if len(head) >= HEAD else None
 
 
+def _wraps(o, h) -> bool:
+    """``h``'s match lies inside one of ``o``'s placeholders."""
+    return h[3] > h[2] and any(a <= h[2] and h[3] <= b for a, b in o[4])
+
+
 def _covers(o, h) -> bool:
     """``o`` says all that ``h`` says and more: ``h``'s match lies inside ``o``'s, not inside one
     of ``o``'s placeholders (where ``h`` would be the more specific reading), and ``o`` has
@@ -604,7 +619,7 @@ def load(directory: Path | None = None, *, validate: bool = True) -> Catalog:
 
 
 _CACHE: dict[str, Catalog] = {}
-_CACHE_VERSION = "1"
+_CACHE_VERSION = "2"
 
 
 def shipped(cache_dir: str | Path | None = None) -> Catalog:
