@@ -1283,15 +1283,43 @@ class _Scanner:
             break
 
     def _oom_at_start(self) -> None:
+        """An OOM is at start when no training step was logged before it. An excerpt that begins at
+        the error shows no steps either, so when its own traceback (the lines just before it) runs
+        through a training step (backward, optimizer.step, run_step ...) it is mid-run."""
+        by_source: dict[str, list[LogLine]] = {}
+        if self.full is not None and self.bytes_read <= FULL_LIMIT:
+            for ln in self.full:
+                by_source.setdefault(ln.source, []).append(ln)
         for f in self.findings:
-            if f.kind == "cuda-oom":
-                first = self.first_step.get(f.source)
-                f.attrs["at_start"] = first is None or (f.line_no or 0) <= first
+            if f.kind != "cuda-oom":
+                continue
+            first = self.first_step.get(f.source)
+            at_start = first is None or (f.line_no or 0) <= first
+            if at_start and first is None and f.line_no:
+                near = [ln.text for ln in by_source.get(f.source, ())
+                        if f.line_no - OOM_CONTEXT <= ln.line_no <= f.line_no + 3]
+                if any(_TRAINING_FRAME.search(t) for t in near):
+                    at_start = False
+            f.attrs["at_start"] = at_start
 
+
+# a traceback frame or message of a training step: the OOM came after training started
+OOM_CONTEXT = 60  # lines before an OOM searched for its traceback
+_TRAINING_FRAME = re.compile(
+    r"\.backward\(|\bin backward\b|\boptimizer\.step\(|\bin (?:training_step|train_step|run_step|train_one_epoch|"
+    r"_training_step|optimizer_step|inner_training_loop|train_batch)\b|recover from OOM in forward/backward|"
+    r"\b\d+ iterations in\b")
 
 # exceptions a launcher raises about its worker (torchrun's agent, subprocess-based launchers such as
 # DeepSpeed's and accelerate's): they report a rank's death, they are not the rank's own exception
 _LAUNCHER_EXCEPTIONS = frozenset({"ChildFailedError", "CalledProcessError"})
+
+# a traceback frame or message of a training step: the OOM came after training started
+OOM_CONTEXT = 60  # lines before an OOM searched for its traceback
+_TRAINING_FRAME = re.compile(
+    r"\.backward\(|\bin backward\b|\boptimizer\.step\(|\bin (?:training_step|train_step|run_step|train_one_epoch|"
+    r"_training_step|optimizer_step|inner_training_loop|train_batch)\b|recover from OOM in forward/backward|"
+    r"\b\d+ iterations in\b")
 
 # exceptions a launcher raises about its worker (torchrun's agent, subprocess-based launchers such as
 # DeepSpeed's and accelerate's): they report a rank's death, they are not the rank's own exception

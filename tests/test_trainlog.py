@@ -477,3 +477,14 @@ def test_single_bit_ecc_is_correctable():
     # DCGM_FR_VOLATILE_SBE_DETECTED_MSG (dcgm_errors.h), as DCGM's health check prints it
     r = parse_text("More than 10000 single-bit ECC error(s) detected in GPU 0 Volatile SBEs: 13452\n")
     assert [f.attrs["type"] for f in kinds(r, "ecc-error")] == ["correctable"]
+
+
+def test_an_oom_excerpt_whose_traceback_is_a_training_step_is_mid_run():
+    corpus = os.path.join(os.path.dirname(__file__), "corpus", "gpu-memory")
+    # the excerpt starts at the error (no step line before it), but the traceback runs through
+    # losses.backward() in detectron2's run_step
+    r = parse_paths([os.path.join(corpus, "detectron2-oom-backward-after-22-iterations.log")])
+    assert [f.attrs["at_start"] for f in kinds(r, "cuda-oom")][:1] == [False]
+    # an OOM while the model loads stays "at start"
+    r = parse_paths([os.path.join(corpus, "llamafactory-deepseek-r1-oom-at-model-load.log")])
+    assert all(f.attrs["at_start"] for f in kinds(r, "cuda-oom"))
