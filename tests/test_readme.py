@@ -42,3 +42,15 @@ def test_quick_start_is_what_ci_runs():
     assert block[1] == "bash .ci/run"
     ci = (ROOT / ".ci" / "run").read_text()
     assert "pip install '.[test]' && python -m pytest" in ci and "`pip install '.[test]' && python -m pytest`" in README
+
+
+def test_every_example_gives_the_answer_its_readme_promises(engine):
+    """examples/README.md lists one real log per category with its expected top cause."""
+    table = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([^`]+\.log)` \| ([a-z-]+) \| `([a-z0-9-]+)` \|", table, re.M)
+    assert {cat for _, cat, _ in rows} == set(CATEGORIES), rows
+    listed = {f for f, _, _ in rows}
+    assert listed == {p.name for p in (ROOT / "examples").glob("*.log")}, "every example log is listed once"
+    for name, category, cause in rows:
+        d = engine.diagnose_paths([str(ROOT / "examples" / name)])
+        assert d.causes and (d.causes[0].id, d.causes[0].category) == (cause, category), name
