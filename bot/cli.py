@@ -534,18 +534,20 @@ def _show(entry, args) -> int:
         data = {k: v for k, v in entry.to_json().items() if k not in ("origin", "path")}
         print(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), end="")
         return 0
-    from bot.messages import pick
+    from bot.messages import pick, t
 
     lang = args.lang
+    colon = "：" if lang == "zh" else ": "
     print(f"{entry.id}  [{entry.category}]  {pick(entry.title, lang)}\n")
     print(pick(entry.cause, lang) + "\n")
+    print(t("next_commands", lang))
     for n, cmd in enumerate(entry.next_commands, 1):
         print(f"  {n}. {cmd['command']}\n     {pick(cmd['why'], lang)}")
-    print()
+    print(f"\n{t('fix', lang)}")
     for f in pick(entry.fix, lang):
         print(f"  - {f}")
-    print(f"\nsupport: {entry.support['tier']} — {pick(entry.support['why'], lang)}")
-    print("references: " + " ".join(entry.references))
+    print(f"\n{t('support', lang)}{colon}{t('tier.' + entry.support['tier'], lang)} — {pick(entry.support['why'], lang)}")
+    print(f"{t('references', lang)}{colon}" + " ".join(entry.references))
     return 0
 
 
