@@ -16,7 +16,7 @@ EPILOG = """examples:
   gpu-triage diagnose job.log                 one log
   gpu-triage diagnose logs/                   a folder of per-rank logs
   kubectl logs trainer-0 | gpu-triage diagnose -
-  gpu-triage diagnose job.log --format json   DESIGN.md's JSON
+  gpu-triage diagnose job.log --format json   JSON for other tools (docs/json-output.md)
   gpu-triage diagnose job.log --lang zh       中文输出
   gpu-triage diagnose --job 123               resolve with Slurm, collect from the nodes, diagnose
   gpu-triage diagnose --nodes 'gpu[01-08]'    explicit nodes
@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--save-bundle", metavar="PATH", help="where to keep the collection (folder or .tar.gz)")
     _add_collection_flags(d)
     d.add_argument("--format", choices=("text", "json", "markdown"), default="text",
-                   help="text (terminal, default), json (DESIGN.md's schema) or markdown (for a ticket)")
+                   help="text (terminal, default), json (for other tools: docs/json-output.md) or markdown "
+                        "(for a ticket)")
     d.add_argument("--lang", choices=("en", "zh"),
                    help="language of the reply (default: $GPU_TRIAGE_LANG, the config's lang, or en)")
     d.add_argument("--explain", action="store_true", help="show why each cause ranked where it did")

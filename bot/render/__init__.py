@@ -101,11 +101,35 @@ def _what(attrs: dict[str, Any], lang: str) -> str:
     return f"{label} ({where})" if where else label
 
 
+def culprit(diagnosis) -> dict[str, Any] | None:
+    """The rank (and node) the evidence singles out, with the reason, or None.
+
+    ``laggard``: one rank did not report the collective timeout every other rank reported at the
+    same sequence number (it was elsewhere); ``first-error``: the first error in time names its rank
+    or node, and is not itself a collective timeout (a rank that timed out was waiting for the
+    culprit). Several laggards, or a first error without rank or node, single nobody out."""
+    for f in diagnosis.findings:
+        if f.kind == "rank-straggler":
+            ranks = [r for r in str(f.attrs.get("ranks", "")).split(",") if r.strip().isdigit()]
+            if len(ranks) == 1:
+                return {"rank": int(ranks[0]), "node": None, "reason": "laggard", "evidence": [f.line]}
+    fe = diagnosis.first_error
+    if fe is None or (fe.rank is None and not fe.node):
+        return None
+    # a rank whose collective timed out was waiting for another: it is a witness, not the culprit
+    waiting = any(f.kind in ("nccl-timeout", "collective-mismatch") and f.source == fe.source
+                  and f.line_no == fe.line_no for f in diagnosis.findings)
+    if waiting:
+        return None
+    return {"rank": fe.rank, "node": fe.node, "reason": "first-error", "evidence": [fe.line]}
+
+
 def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "causes": [_cause_dict(diagnosis, c, lang, explain) for c in diagnosis.causes],
         "findings": [f.to_json() for f in diagnosis.findings],
         "first_error": diagnosis.first_error.to_json() if diagnosis.first_error else None,
+        "culprit": culprit(diagnosis),
         "nodes": diagnosis.nodes,
         "job": diagnosis.job,
         "confident": diagnosis.confident,
