@@ -31,12 +31,40 @@ def _estimate_line(est: dict[str, Any] | None, lang: str) -> str | None:
     return line
 
 
+def _summary(doc: dict[str, Any], lang: str) -> list[str]:
+    """The same first screen as the terminal: cause, where, the evidence line, the first two
+    commands, support and cost, what else to check."""
+    causes = doc["causes"]
+    if not causes:
+        return []
+    top = causes[0]
+    colon = "：" if lang == "zh" else ": "
+    out = [f"**{t('probable_cause', lang)}{colon}{top['title']}** · {top['category']} · "
+           f"{t('confidence', lang)} {top['confidence']:.2f}", ""]
+    if top["evidence"]:
+        ev = top["evidence"][0]
+        where = ", ".join(x for x in (f"rank {ev['rank']}" if ev.get("rank") is not None else "", ev.get("node") or "",
+                                      f"{ev.get('source')}:{ev['line_no']}" if ev.get("line_no") else "") if x)
+        out += [f"- {t('evidence', lang)}{colon}{where}", "", _fence(ev["line"]), ""]
+    for n, cmd in enumerate(top["next_commands"][:2], 1):
+        out.append(f"- {t('run_first', lang)} {n}{colon}`{cmd['command']}`")
+    sup = top["support"]
+    est = _estimate_line(sup.get("estimate"), lang)
+    out.append(f"- {t('support', lang)}{colon}{sup['tier_name']}" + (f" — {est}" if est else ""))
+    others = causes[1:3]
+    if others:
+        out.append(f"- {t('also_check', lang)}{colon}" + "; ".join(
+            f"{c['title']} ({c['category']}, {c['confidence']:.2f})" for c in others))
+    return out + [""]
+
+
 def render(doc: dict[str, Any]) -> str:
     lang = doc["lang"]
     out = [f"# {t('heading', lang)}", ""]
     esc = doc.get("escalation")
     if esc:
         out += [f"> **{esc['title']}** — {esc['advice']}", ">"] + [f"> - {r['text']}" for r in esc["reasons"]] + [""]
+    out += _summary(doc, lang)
     if doc.get("similar"):
         out += [f"**{t('similar', lang)}:**", ""] + [f"- {s['text']}" for s in doc["similar"]] + [""]
     for i, cause in enumerate(doc["causes"]):
@@ -85,7 +113,9 @@ def render(doc: dict[str, Any]) -> str:
     if fe:
         who = ", ".join(x for x in (f"rank {fe['rank']}" if fe.get("rank") is not None else "", fe.get("node") or "",
                                     f"{fe.get('source')}:{fe['line_no']}") if x)
-        out += [f"## {t('first_error', lang)}", "", who, "", _fence(fe["line"]), "", t("first_error_note", lang), ""]
+        out += [f"## {t('first_error', lang)}", "", who, "", _fence(fe["line"]), ""]
+        if len(doc["stats"]["sources"]) > 1 or fe.get("rank") is not None:
+            out += [t("first_error_note", lang), ""]
     if doc.get("warnings"):
         out += [f"## {t('warnings', lang)}", ""] + [f"- {w}" for w in doc["warnings"]] + [""]
     return "\n".join(out)
