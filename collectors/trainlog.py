@@ -638,8 +638,9 @@ def _r_disk(t: str, low: str) -> list:
 
 def _r_host_mem(t: str, low: str) -> list:
     out = r_oom_killer(t, low)
-    if "not enough memory" in low or "cannot allocate memory" in low or "bad_alloc" in low \
-            or re.match(r"(?:\w+\.)*MemoryError\b", t):
+    if ("not enough memory" in low or "cannot allocate memory" in low or "bad_alloc" in low
+            or re.match(r"(?:\w+\.)*MemoryError\b", t)) and not _shm_context(low):
+        # ENOMEM on a shared-memory file (mmap of </torch_...>, /dev/shm) is the shm rule's
         out.append(("host-oom", {"text": t}))
     return out
 
@@ -669,10 +670,13 @@ def _r_slurm(t: str, low: str) -> list:
         if jm:
             a["job"] = jm.group(1) or jm.group(2)
         out.append(("slurm-event", a))
-    elif "requeue" in low and ("slurm" in low or "job" in low):
+    elif "requeue" in low and ("slurm" in low or "job" in low) and not any(k in low for k in _OTHER_SCHEDULERS):
+        # PBS/LSF/SGE/Flux requeue lines are their catalogs' (knowledge/catalog/pbs.yaml ...), not Slurm's
         out.append(("slurm-event", {"event": "requeued", "text": t}))
     return out
 
+
+_OTHER_SCHEDULERS = ("pbs", "term_requeue", "execution node", "qmaster", "rescheduling", "flux")
 
 _RDZV = [
     ("rendezvoustimeouterror", "timeout"), ("rendezvousconnectionerror", "connect-failed"),

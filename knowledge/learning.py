@@ -122,7 +122,7 @@ def apply(causes: list, adjust: dict[str, Adjustment]) -> list:
         cause.confidence = round(min(max(cause.confidence + adj.delta, 0.0), 0.99), 3)
         cause.explain.append(adj.explain)
         cause.learned = adj.delta
-    causes.sort(key=lambda c: -c.confidence)
+    causes.sort(key=lambda c: (-c.confidence, c.entry.origin != "curated"))
     return causes
 
 

@@ -160,9 +160,6 @@ def entry_matches_line(entry: Entry, line: str) -> bool:
     return any(fuzz.partial_ratio(normalise(p), norm) >= FUZZY_CUTOFF for p in entry.phrases if normalise(p))
 
 
-SAME_LINE_WEIGHT = 0.1  # a finding read from a line a signature of the same entry already matched
-
-
 class Matcher:
     """Compiled once per process; :meth:`match` is the per-diagnosis hot path."""
 
@@ -297,7 +294,8 @@ class Matcher:
                     cause.confidence *= SYMPTOM_FACTOR
                     cause.explain.append(f"x{SYMPTOM_FACTOR}: a symptom (an echo of another failure) "
                                          "while a specific cause is present")
-        causes.sort(key=lambda c: (-c.confidence, _first_line(c)))
+        # on a tie the curated entry leads: a team entry earns its place with the team's feedback
+        causes.sort(key=lambda c: (-c.confidence, c.entry.origin != "curated", _first_line(c)))
         return causes
 
     def _claimed(self, ei: int, finding: Finding) -> bool:
@@ -357,8 +355,10 @@ class Matcher:
                 continue
             w = float(rule.get("weight", 0.5))
             if sig_hits and all((f.source, f.line_no) in sig_hits for f in matched):
-                # read from the very lines a signature already counted: the same fact, not a second one
-                w = min(w, SAME_LINE_WEIGHT)
+                # read from the very lines a signature already counted: the same fact, not a second
+                # one; together they count as the stronger of the two (the part above the signature)
+                w_sig = W_BACKSTOP if entry.backstop else W_SIGNATURE
+                w = round(max(0.0, (w - w_sig) / (1.0 - w_sig)), 3)
                 desc += " on the signature's line"
             before = kind_weight.get(rule["kind"])
             if before is not None and before >= w:
@@ -381,6 +381,8 @@ class Matcher:
 
         if not weights:
             return None
+        # the cross-node comparison is read from the collectors' own findings: not a source of its own
+        sources.discard("compare")
         if len(sources) > 1:
             weights.append(W_SOURCES)
             explain.append(f"+{W_SOURCES}: evidence from {len(sources)} sources ({', '.join(sorted(sources))})")

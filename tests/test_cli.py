@@ -211,7 +211,6 @@ def test_kb_commands(data_dir):
 
 def test_two_gigabyte_log_streams_in_bounded_memory(tmp_path, data_dir):
     """A 2 GB log (NCCL INFO chatter, one buried XID) is scanned whole without being loaded."""
-    import resource
 
     chatter = "".join(
         f"gpu{r % 8:02d}:{4000 + r}:{4100 + r} [{r % 8}] NCCL INFO Channel {r % 32:02d}/0 : {r} -> {r + 1} via P2P/IPC\n"
@@ -227,19 +226,29 @@ def test_two_gigabyte_log_streams_in_bounded_memory(tmp_path, data_dir):
             if size >= int(1.4 * 1024 ** 3) and buried:
                 fh.write(buried)
                 buried = b""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = run_cli(["diagnose", str(big), "--format", "json"], data_dir)
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    # the child's own peak (wait4), not the largest child this test session ever reaped
+    exe = shutil.which("gpu-triage")
+    cmd = ([exe] if exe else [sys.executable, "-m", "bot.cli"]) + ["diagnose", str(big), "--format", "json"]
+    env = {**os.environ, "GPU_TRIAGE_DATA_DIR": str(data_dir)}
+    out_path = tmp_path / "out.json"
+    with open(out_path, "wb") as out, open(tmp_path / "err.txt", "wb") as err:
+        child = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+    peak_mb = usage.ru_maxrss / 1024
     big.unlink()
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+    assert child.returncode == 0, (tmp_path / "err.txt").read_text()
+    doc = json.loads(out_path.read_text())
     assert doc["stats"]["bytes"] >= 2 * 1024 ** 3
     assert any(f["kind"] == "xid" and f["attrs"]["code"] == 79 for f in doc["findings"])
     assert doc["causes"][0]["id"].startswith("xid-79")
-    assert before < 300 * 1024 and peak_mb < 300, f"peak RSS {peak_mb:.0f} MB"
+    print(f"peak RSS {peak_mb:.0f} MB")
+    assert peak_mb < 300, f"peak RSS {peak_mb:.0f} MB"
 
 
-def test_feedback_from_the_command_line_builds_the_runbook(data_dir, capsys):
+def test_feedback_from_the_command_line_builds_the_runbook(tmp_path, capsys):
+    # a private database: a verdict here must not move other tests' answers
+    data_dir = tmp_path / "data"
     log = CORPUS / "host-memory" / "open-r1-grpo-childfailed-signal9-sigkill.log"
     assert main(["--data-dir", str(data_dir), "diagnose", "--record", str(log)]) == 0
     err = capsys.readouterr().err

@@ -58,7 +58,7 @@ def test_the_bad_nodes_are_named(eight, engine):
         d = engine.diagnose_bundle(bundle)
     xids = {(f.node, f.attrs.get("code")) for f in d.findings if f.kind == "xid"}
     assert ("node02", 79) in xids and all(node == "node02" for node, _ in xids)
-    assert d.causes[0].category == "gpu-hardware"
+    assert d.causes[0].category == "gpu-hardware", "\n".join(f"{c.id} {c.confidence} {c.explain}" for c in (d.causes + d.candidates)[:5])
     assert any(e.node == "node02" for e in d.causes[0].evidence)
     down = {(f.node, f.attrs.get("state")) for f in d.findings if f.kind == "ib-port" and f.attrs.get("state") != "Active"}
     assert any(node == "node03" and state == "Down" for node, state in down)
