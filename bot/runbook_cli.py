@@ -215,6 +215,9 @@ def runbook_export(args, Failure) -> int:
 
     pages = write_runbook(Store(args.data_dir), Runbook(args.data_dir), Path(args.output), everything=args.all)
     print(f"{len(pages)} page(s) written to {args.output} (index: README.md)")
+    if not pages and not args.all:
+        print("gpu-triage: no failure mode has a confirmed incident yet; confirm answers in Slack or with "
+              "`gpu-triage feedback ID confirm`, or add --all for a page per failure mode", file=sys.stderr)
     return 0
 
 

@@ -225,8 +225,18 @@ class SlurmResolver:
             return info
         detail = (err or serr or "").strip().splitlines()
         why = f" ({detail[-1]})" if detail else ""
+        said = f"{err}\n{serr}".lower()
+        if any(k in said for k in _CONTROLLER_DOWN):
+            raise ResolveError(f"Slurm on {self.where} did not answer{why}: the controller (or the accounting "
+                               f"database) is unreachable, so job {job_id} may well exist; check `scontrol ping` "
+                               "and retry, or name the nodes with --nodes")
         raise ResolveError(f"Slurm on {self.where} does not know job {job_id}{why}; check the ID with "
                            "squeue/sacct, or name the nodes with --nodes")
+
+
+# Slurm's texts for a controller or slurmdbd it cannot reach (slurm_strerror, sacct)
+_CONTROLLER_DOWN = ("unable to contact slurm controller", "connect failure", "socket timed out",
+                    "connection refused", "problem talking to the database", "zero bytes were transmitted")
 
 
 def _path(value: str | None) -> str | None:

@@ -70,6 +70,19 @@ def test_slurm_resolver_uses_scontrol_then_sacct():
     assert info.nodes == ["galvani-cn001", "galvani-cn002"] and info.stdout == "/home/u/slurm-239024.out"
 
 
+def test_a_controller_that_does_not_answer_is_not_an_unknown_job():
+    # Slurm's own texts when slurmctld and slurmdbd cannot be reached
+    def runner(argv):
+        if argv[0] == "scontrol":
+            return 1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+        return 1, "", "sacct: error: Problem talking to the database: Connection refused"
+
+    with pytest.raises(ResolveError) as err:
+        SlurmResolver(runner).resolve("123")
+    assert "did not answer" in str(err.value) and "scontrol ping" in str(err.value)
+    assert "does not know job" not in str(err.value)
+
+
 def test_unknown_job_is_a_clear_error():
     def runner(argv):
         return (1, "", "slurm_load_jobs error: Invalid job id specified") if argv[0] == "scontrol" else (0, "", "")
