@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from collectors.bundle import Bundle
 
 
+# a shell's "command not found" as the collector's whole output (sh: 1: ethtool: not found)
+_NOT_FOUND = __import__("re").compile(r"^(?:\S*sh|bash): (?:\d+: )?[\w.-]+: (?:command )?not found$")
+
+
 def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     """Run each collector's parser over its output in the bundle; compare the nodes.
 
@@ -40,6 +44,8 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     notes: list[str] = []
     said: dict[str, list[str]] = {}  # note -> nodes, so forty nodes without pynvml say it once
 
+    missing: dict[str, list[str]] = {}  # node -> collectors whose command is not installed there
+
     def note(node: str, text: str) -> None:
         said.setdefault(text, []).append(node)
 
@@ -48,8 +54,9 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
         for name, text in node.outputs.items():
             col = registry.get(name)
             meta = node.meta.get(name, {})
-            if meta.get("exit") == 127:
-                note(node.node, f"{name} not checked (command not found on the node)")
+            lines = text.strip().splitlines()
+            if meta.get("exit") == 127 or (lines and all(_NOT_FOUND.match(ln.strip()) for ln in lines)):
+                missing.setdefault(node.node, []).append(name)
                 continue
             if meta.get("timed_out"):
                 note(node.node, f"{name} not checked (timed out)")
@@ -69,6 +76,9 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
                 more = f" (+{len(unparsed) - 1} more)" if len(unparsed) > 1 else ""
                 note(node.node, f"{name}: {unparsed[0][:100]}{more}")
         per_node[node.node] = found
+    # one line per set of missing commands, not one per command: "not checked, not installed: ..."
+    for node, names in missing.items():
+        note(node, f"not checked, command not installed: {', '.join(names)}")
     for text, nodes in said.items():
         where = ", ".join(nodes[:6]) + (f" and {len(nodes) - 6} more" if len(nodes) > 6 else "")
         notes.append(f"{text} — {where}")

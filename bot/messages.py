@@ -79,6 +79,15 @@ TEXT: dict[str, dict[str, str]] = {
     "tier_changed": {"en": "tier raised from {old}: {why}", "zh": "支持级别由 {old} 调整：{why}"},
     "nodes": {"en": "Nodes", "zh": "节点"},
     "nodes_ok": {"en": "{n} checked and reachable", "zh": "{n} 个已检查且可达"},
+    "nodes_reached": {"en": "{reached} of {total} reached, {n} fully checked",
+                      "zh": "{total} 个节点中 {reached} 个可达，{n} 个已完整检查"},
+    "no_cause_bundle": {
+        "en": "No confident cause: nothing in the collected node evidence (and logs, if any) matches a known "
+              "infrastructure failure well enough to name one. Nodes not fully checked are listed below: "
+              "never read them as healthy.",
+        "zh": "没有足够把握的原因：采集到的节点证据（以及日志，如有）中没有内容与已知的基础设施故障足够吻合。"
+              "下面列出了未完整检查的节点：不能把它们当作健康。",
+    },
     "nodes_not_checked": {"en": "not fully checked (never read these as healthy)",
                           "zh": "未完全检查（不能当作健康）"},
     "odd_one_out": {"en": "Not like the others", "zh": "与其他节点不同"},

@@ -145,7 +145,7 @@ def test_xid_details_and_nodes_from_a_real_bundle(engine, tmp_path):
     assert t("nodes_not_checked", "en") in text
     assert "`gpu02`" in text and "connection refused" in text
     assert "`gpu03`" in text and "key &lt;rejected&gt; &amp; denied" in text
-    assert t("nodes_ok", "en", n=1) in text
+    assert t("nodes_reached", "en", reached=1, total=3, n=1) in text  # "1 of 3 reached, 1 fully checked"
     assert "4711" in text
     # there are nodes, so no "Collect from nodes" even with a hint
     doc["collect_hint"] = "job 4711"

@@ -100,3 +100,28 @@ def test_srun_output_is_split_per_node():
     assert set(res) == {"gpu01", "gpu02"}
     assert res["gpu02"].results[0].stdout.strip() == xid and res["gpu02"].status == "timeout"
     assert res["gpu01"].results[0].stdout == "nothing to see\n" and res["gpu01"].status == "ok"
+
+
+def test_a_local_bundle_without_gpus_says_what_was_not_checked(tmp_path, data_dir):
+    """collect --local on a machine without the GPU and IB tools, diagnosed with no log: the reply
+    speaks of the node evidence (not "this log"), counts the node as reached but not fully checked,
+    and says the missing commands in one line."""
+    from bot.cli import main
+    from bot.engine import Engine
+    from bot.render import as_dict
+    from collectors.bundle import read_bundle
+
+    out = tmp_path / "local"
+    assert main(["--data-dir", str(data_dir), "collect", "--local", "-o", str(out)]) == 0
+    with read_bundle(out) as b:
+        doc = as_dict(Engine(data_dir=str(data_dir)).diagnose_bundle(b), lang="en")
+    (node,) = doc["nodes"]
+    if node["status"] == "ok":
+        pytest.skip("this machine has every collector's command installed")
+    from bot.render import nodes_line
+
+    assert nodes_line(doc["nodes"], "en") == "1 of 1 reached, 0 fully checked"
+    if not doc["causes"]:
+        assert doc["message"].startswith("No confident cause: nothing in the collected node evidence")
+    lines = [w for w in doc["warnings"] if "command not installed" in w]
+    assert len(lines) == 1 and not any("command not found on the node" in w for w in doc["warnings"])

@@ -101,6 +101,19 @@ def _what(attrs: dict[str, Any], lang: str) -> str:
     return f"{label} ({where})" if where else label
 
 
+def _has_logs(diagnosis) -> bool:
+    return bool(getattr(diagnosis, "lines_read", 0))
+
+
+def nodes_line(nodes: list[dict[str, Any]], lang: str) -> str:
+    """"3 checked and reachable", or "1 of 1 reached, 0 fully checked" when some were partial."""
+    ok = sum(n["status"] == "ok" for n in nodes)
+    reached = sum(n["status"] in ("ok", "partial") for n in nodes)
+    if reached == ok == len(nodes):
+        return t("nodes_ok", lang, n=ok)
+    return t("nodes_reached", lang, reached=reached, total=len(nodes), n=ok)
+
+
 def culprit(diagnosis) -> dict[str, Any] | None:
     """The rank (and node) the evidence singles out, with the reason, or None.
 
@@ -149,7 +162,7 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
     esc = getattr(diagnosis, "escalation", None)
     out["escalation"] = _escalation(esc.to_json(), lang) if esc is not None else None
     if not diagnosis.causes:
-        out["message"] = t("no_cause", lang)
+        out["message"] = t("no_cause_bundle" if diagnosis.nodes and not _has_logs(diagnosis) else "no_cause", lang)
         out["generic_next_steps"] = [{"command": s["command"], "why": pick(s["why"], lang)} for s in GENERIC_STEPS]
     if explain:
         out["candidates"] = [

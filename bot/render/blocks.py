@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from bot.messages import t
-from bot.render import markdown
+from bot.render import markdown, nodes_line
 from bot.render.markdown import _estimate_line
 from knowledge.loader import CATEGORIES
 
@@ -385,7 +385,7 @@ def _nodes(out: _Blocks, doc: dict[str, Any], lang: str) -> None:
     if nodes:
         ok = [n for n in nodes if n.get("status") == "ok"]
         bad = [n for n in nodes if n.get("status") != "ok"]
-        summary = f"*{escape(t('label', lang, label=t('nodes', lang)))}* {escape(t('nodes_ok', lang, n=len(ok)))}"
+        summary = f"*{escape(t('label', lang, label=t('nodes', lang)))}* {escape(nodes_line(nodes, lang))}"
         if bad:
             counts: dict[str, int] = {}
             for n in bad:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from bot.messages import t
+from bot.render import nodes_line
 from bot.render.markdown import _estimate_line
 
 TIER_STYLE = {"self": "green", "remote": "cyan", "onsite": "yellow", "vendor": "magenta"}
@@ -212,7 +213,7 @@ def _nodes(line, doc: dict[str, Any], Text) -> None:
     if nodes:
         ok = [n for n in nodes if n["status"] == "ok"]
         bad = [n for n in nodes if n["status"] != "ok"]
-        line(Text.assemble((f"{t('nodes', lang)}{'：' if lang == 'zh' else ': '}", "bold"), t("nodes_ok", lang, n=len(ok))))
+        line(Text.assemble((f"{t('nodes', lang)}{'：' if lang == 'zh' else ': '}", "bold"), nodes_line(nodes, lang)))
         if bad:
             line(Text(f"{t('nodes_not_checked', lang)}:", style="yellow"), indent=2)
             for n in bad:
