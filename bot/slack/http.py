@@ -7,7 +7,9 @@ with a bad signature gets 401 and nothing else happens. ``/healthz`` answers 200
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
@@ -15,14 +17,47 @@ from slack_bolt import App, BoltRequest
 
 EVENTS_PATH = "/slack/events"
 MAX_BODY = 4 * 1024 * 1024
+IDLE_TIMEOUT = 10.0  # seconds a connection may sit without sending its request (slow clients, half-open)
+HEADER_DEADLINE = 10.0  # seconds to send the whole request head, however slowly it trickles in
+MAX_CONNECTIONS = 2048  # connections served at once (a thread each); more are closed on arrival
+FD_HEADROOM = 128  # descriptors kept free for the database, logs, SSH and Slack's Web API
+
+
+def _connection_cap() -> int:
+    """Raise the soft descriptor limit to the hard one (up to 65 536) and serve at most that many
+    connections minus headroom, so a flood of idle connections can neither exhaust descriptors
+    (an accept loop spinning on EMFILE) nor starve /healthz."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = hard if hard != resource.RLIM_INFINITY else 65536
+        want = min(want, 65536)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+    except (ImportError, ValueError, OSError):
+        soft = 1024
+    return max(16, min(MAX_CONNECTIONS, int(soft) - FD_HEADROOM))
 
 
 def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = IDLE_TIMEOUT  # socket timeout: a connection that stops sending is dropped
 
         def log_message(self, *args) -> None:  # the app logs what matters
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            self.server.pending_add(self.connection)
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()
+            self.server.pending_done(self.connection)  # the head is in: no longer a slow client
+            self.close_connection = True  # one request per connection: no idle keep-alive to hold
+            return ok
 
         def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
             self.send_response(status)
@@ -49,8 +84,18 @@ def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
             if parsed.path != EVENTS_PATH:
                 self._send(404, b"not found\n", {"Content-Type": "text/plain"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            raw = (self.headers.get("Content-Length") or "").strip()
+            if self.headers.get("Transfer-Encoding") or not raw:
+                self.close_connection = True
+                self._send(411, b"a Content-Length is required\n", {"Content-Type": "text/plain"})
+                return
+            if not raw.isdigit():  # "-1", "1e9", " 12, 13": never read to the end of the stream
+                self.close_connection = True
+                self._send(400, b"bad Content-Length\n", {"Content-Type": "text/plain"})
+                return
+            length = int(raw)
             if length > MAX_BODY:
+                self.close_connection = True
                 self._send(413, b"request too large\n", {"Content-Type": "text/plain"})
                 return
             body = self.rfile.read(length).decode("utf-8", "replace")
@@ -65,6 +110,70 @@ def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # http.server's default backlog of 5 resets bursts of Slack retries
+
+    def __init__(self, *args, **kwargs):
+        self.max_connections = _connection_cap()
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._pending: dict[int, tuple[float, object]] = {}  # connections still sending their head
+        self._lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+        threading.Thread(target=self._reap, name="gpu-triage-http-reaper", daemon=True).start()
+
+    # -- slow and idle clients ------------------------------------------------------------------
+    def pending_add(self, sock) -> None:
+        with self._lock:
+            self._pending[id(sock)] = (time.monotonic(), sock)
+
+    def pending_done(self, sock) -> None:
+        with self._lock:
+            self._pending.pop(id(sock), None)
+
+    def _drop(self, sock) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # its handler thread sees EOF, ends and frees the slot
+        except OSError:
+            pass
+
+    def _evict_oldest(self) -> bool:
+        with self._lock:
+            if not self._pending:
+                return False
+            key = next(iter(self._pending))
+            _, sock = self._pending.pop(key)
+        self._drop(sock)
+        return True
+
+    def _reap(self) -> None:
+        while True:
+            time.sleep(0.5)
+            now = time.monotonic()
+            with self._lock:
+                late = [k for k, (t, _) in self._pending.items() if now - t > HEADER_DEADLINE]
+                socks = [self._pending.pop(k)[1] for k in late]
+            for sock in socks:
+                self._drop(sock)
+
+    # -- a bounded number of connections --------------------------------------------------------
+    def process_request(self, request, client_address):
+        # at the cap, the oldest connection still trickling its head in makes room (a slowloris
+        # flood churns itself; a real request, /healthz included, gets in); with none to evict the
+        # new one is closed, never left to exhaust threads or descriptors
+        if not self._slots.acquire(blocking=False):
+            if not (self._evict_oldest() and self._slots.acquire(timeout=1.0)):
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.pending_done(request)
+            self._slots.release()
 
 
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:

@@ -1,0 +1,128 @@
+"""HTTP mode's resource bounds, against the real Bolt app on loopback: a body is never read past
+its limit whatever Content-Length says, idle connections are dropped, and a flood of them neither
+exhausts descriptors nor silences /healthz."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from slack_bolt import App
+
+from bot.slack import http as http_mod
+from bot.slack.http import make_server, serve_in_thread
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setattr(http_mod, "IDLE_TIMEOUT", 1.0)
+    app = App(token="xoxb-test", signing_secret="s" * 32, token_verification_enabled=False)
+    srv = make_server(app, "127.0.0.1", 0)
+    srv.RequestHandlerClass.timeout = 1.0
+    serve_in_thread(srv)
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def status_of(sock: socket.socket) -> bytes:
+    sock.settimeout(5)
+    data = b""
+    while b"\r\n" not in data:
+        chunk = sock.recv(256)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\r\n", 1)[0]
+
+
+def healthz(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        return status_of(s)
+
+
+@pytest.mark.parametrize("header, want", [
+    (b"Content-Length: -1\r\n", b"400"),
+    (b"Content-Length: 1e9\r\n", b"400"),
+    (b"Transfer-Encoding: chunked\r\n", b"411"),
+    (b"", b"411"),
+    (b"Content-Length: 99999999\r\n", b"413"),
+])
+def test_a_body_is_never_read_past_the_limit(server, header, want):
+    port = server.server_address[1]
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                  + header + b"\r\n")
+        started = time.monotonic()
+        try:  # the server answers without waiting for (or reading) the body, then closes
+            for _ in range(64):
+                s.sendall(b"a" * (1 << 16))
+        except OSError:
+            pass
+        assert status_of(s).split(b" ")[1] == want
+        assert time.monotonic() - started < 5
+    assert healthz(port).split(b" ")[1] == b"200"
+
+
+def test_idle_connections_are_dropped_and_healthz_keeps_answering(server):
+    port = server.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]
+    try:
+        started = time.monotonic()
+        assert healthz(port).split(b" ")[1] == b"200"
+        assert time.monotonic() - started < 2
+        # a connection that never sends its request is closed after the idle timeout
+        idle[0].settimeout(5)
+        assert idle[0].recv(16) == b""
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_at_the_cap_the_oldest_slow_client_makes_room(monkeypatch):
+    monkeypatch.setattr(http_mod, "MAX_CONNECTIONS", 20)
+    app = App(token="xoxb-test", signing_secret="s" * 32, token_verification_enabled=False)
+    srv = make_server(app, "127.0.0.1", 0)
+    assert srv.max_connections == 20
+    serve_in_thread(srv)
+    port = srv.server_address[1]
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+    try:
+        for s in held:  # slowloris: a request head that trickles in and never ends
+            s.sendall(b"GET /healthz HTTP/1.1\r\n")
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert healthz(port).split(b" ")[1] == b"200"  # a real request still gets in
+        assert time.monotonic() - started < 3
+        held[0].settimeout(5)
+        assert held[0].recv(16) == b""  # the oldest slow client was dropped to make room
+        assert threading.active_count() < 60
+    finally:
+        for s in held:
+            s.close()
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_head_that_trickles_in_is_cut_at_the_deadline(server, monkeypatch):
+    monkeypatch.setattr(http_mod, "HEADER_DEADLINE", 1.0)
+    port = server.server_address[1]
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        started = time.monotonic()
+        s.settimeout(0.5)
+        closed = False
+        while time.monotonic() - started < 6:
+            try:
+                s.sendall(b"X")  # one byte at a time, each well inside the idle timeout
+                if s.recv(16) == b"":
+                    closed = True
+                    break
+            except socket.timeout:
+                continue
+            except OSError:
+                closed = True
+                break
+        assert closed and time.monotonic() - started < 4
