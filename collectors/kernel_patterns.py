@@ -22,8 +22,11 @@ __all__ = [
 # "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, ..." -- current drivers;
 # "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, ..."   -- MIG instance tag;
 # "NVRM: Xid (0000:02:00): 31, Ch 00000001, ..."               -- old drivers, no "PCI:".
-XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})[^)]*\):\s*(\d+)"
+# "NVRM: Xid (PCI:...): 145, ..." / "(PCI:<redacted>)" -- a pasted line with the PCI id hidden is still
+# that Xid: the parentheses may hold anything; the PCI id is taken when one is there.
+XID = re.compile(r"NVRM: Xid \(([^()]{0,80})\):\s*(\d+)"
                  r"(?:, pid=('?<unknown>'?|\d+))?(?:, name=([^,]+))?")
+_XID_PCI = re.compile(r"(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})")
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)", re.IGNORECASE)
 
 # NVLink Xids, following the NVLink rows of NVIDIA's Xid catalog (shared/reference/xid-catalog.csv):
@@ -58,7 +61,8 @@ def r_xid(t: str, low: str) -> list:
     m = XID.search(t)
     if not m:
         return []
-    a: dict = {"code": int(m.group(2)), "pci": norm_pci(m.group(1))}
+    pci = _XID_PCI.match(m.group(1).strip())
+    a: dict = {"code": int(m.group(2)), "pci": norm_pci(pci.group(1)) if pci else None}
     pid = m.group(3)
     a["pid"] = int(pid) if pid and pid.isdigit() else None
     name = (m.group(4) or "").strip()

@@ -488,3 +488,10 @@ def test_an_oom_excerpt_whose_traceback_is_a_training_step_is_mid_run():
     # an OOM while the model loads stays "at start"
     r = parse_paths([os.path.join(corpus, "llamafactory-deepseek-r1-oom-at-model-load.log")])
     assert all(f.attrs["at_start"] for f in kinds(r, "cuda-oom"))
+
+
+def test_an_xid_line_with_its_pci_id_hidden_is_still_that_xid():
+    # people redact PCI ids before pasting: "(PCI:...)", "(PCI:<redacted>)"
+    r = parse_text("kernel: NVRM: Xid (PCI:...): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (0x00000004)\n"
+                   "NVRM: Xid (PCI:<redacted>): 48, pid=2211, name=python3, An uncorrectable double bit error\n")
+    assert [(f.attrs["code"], f.attrs["pci"]) for f in kinds(r, "xid")] == [(145, None), (48, None)]
