@@ -223,7 +223,7 @@ def _misuse(message: str) -> int:
     return 2
 
 
-def _collect(args, logs: Sequence[str] = ()):
+def _collect(args, logs: Sequence[str] = (), fetch_logs: bool = True):
     """Resolve and collect; return (plan, node results)."""
     from bot import investigate as inv
     from collectors.remote import SSHSettings
@@ -236,7 +236,7 @@ def _collect(args, logs: Sequence[str] = ()):
         p.nodes = list(results)
     else:
         p = inv.plan(job=args.job, nodes=args.nodes, inventory=args.inventory, settings=settings,
-                     login=args.login_node)
+                     login=args.login_node, fetch_logs=fetch_logs)
         what = f"job {p.job}" if p.job else "the nodes"
         print(f"gpu-triage: collecting from {len(p.nodes)} node(s) of {what}: {', '.join(p.nodes[:8])}"
               f"{' ...' if len(p.nodes) > 8 else ''}", file=sys.stderr)
@@ -611,7 +611,7 @@ def cmd_preflight(args) -> int:
     if not args.only:
         args.only = ",".join(preflight.COLLECTORS)
     try:
-        plan, results = _collect(args)
+        plan, results = _collect(args, fetch_logs=False)  # a health check reads no job log
     except _known_errors() as exc:
         raise Failure(str(exc)) from exc
     thresholds = args.settings.section("preflight")

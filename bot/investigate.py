@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -30,6 +32,13 @@ class Plan:
     logs: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     ssh: dict = field(default_factory=dict)  # inventory SSH settings: user, port, identity_file
+    tmpdir: Path | None = None  # where the job's logs were copied; removed by cleanup()
+
+    def cleanup(self) -> None:
+        """Remove the copies of the job's logs (the bundle keeps what it needs)."""
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
 
 
 def select_collectors(only: str | None = None, timeout: float | None = None) -> list[Collector]:
@@ -47,7 +56,7 @@ def select_collectors(only: str | None = None, timeout: float | None = None) -> 
 
 
 def plan(*, job: str | None = None, nodes: str | None = None, inventory: str | None = None,
-         settings: SSHSettings, login: str | None = None) -> Plan:
+         settings: SSHSettings, login: str | None = None, fetch_logs: bool = True) -> Plan:
     """Resolve what to collect from: an inventory entry, a Slurm job, or a node expression."""
     if inventory and job:
         targets = load_inventory(inventory)
@@ -61,20 +70,35 @@ def plan(*, job: str | None = None, nodes: str | None = None, inventory: str | N
         if not info.nodes:
             raise ResolveError(f"job {info.job_id} has no nodes yet (state {info.state}); it may still be pending")
         p = Plan(job=info.job_id, nodes=info.nodes, job_info=info)
-        p.logs, p.notes = fetch_job_logs(info, settings, login)
+        if fetch_logs:
+            p.logs, p.notes, p.tmpdir = fetch_job_logs(info, settings, login)
+            if p.tmpdir is not None:  # a safety net: the copies go when the plan does, at the latest
+                weakref.finalize(p, shutil.rmtree, str(p.tmpdir), True)
         return p
     if nodes:
         return Plan(job=None, nodes=expand_hostlist(nodes))
     raise ResolveError("say what to collect from: --job ID, --nodes 'gpu[01-08]', or --local")
 
 
-def fetch_job_logs(info: JobInfo, settings: SSHSettings, login: str | None) -> tuple[dict[str, Path], list[str]]:
-    """Copy the job's StdOut/StdErr from the login node (or this machine) into a temp folder."""
+JOB_LOG_CAP = 256 * 1024 * 1024  # bytes of a job log copied (its end: the failure is there)
+
+
+def fetch_job_logs(info: JobInfo, settings: SSHSettings,
+                   login: str | None) -> tuple[dict[str, Path], list[str], Path | None]:
+    """Copy the job's StdOut/StdErr (from the login node or this machine) into a temp folder.
+
+    The job's owner chooses those paths (``sbatch -o``), and the bot reads them with its own
+    privileges, so only a regular file owned by the job's user is read (checked on the opened file,
+    so a symlink swapped in cannot point it elsewhere), and only its last ``JOB_LOG_CAP`` bytes.
+    """
     logs: dict[str, Path] = {}
     notes: list[str] = []
     paths = [p for p in dict.fromkeys([info.stdout, info.stderr]) if p]
     if not paths:
-        return logs, [f"Slurm did not report log paths for job {info.job_id}; pass the log as an argument"]
+        return logs, [f"Slurm did not report log paths for job {info.job_id}; pass the log as an argument"], None
+    if info.uid is None:
+        return logs, [f"Slurm did not say which user owns job {info.job_id}, so its log is not read with the "
+                      "bot's privileges; pass the log as an argument"], None
     tmp = Path(tempfile.mkdtemp(prefix="gpu-triage-joblog-"))
     for remote in paths:
         local = tmp / f"slurm-{info.job_id}-{Path(remote).name}"
@@ -83,15 +107,54 @@ def fetch_job_logs(info: JobInfo, settings: SSHSettings, login: str | None) -> t
                 conn = Connection(settings, login).open()
                 try:
                     sftp = conn.client.open_sftp()
-                    sftp.get(remote, str(local))
+                    with sftp.open(remote, "rb") as fh:
+                        st = fh.stat()
+                        refusal = _refuse(remote, st.st_mode, st.st_uid, info.uid)
+                        if refusal:
+                            notes.append(refusal)
+                            continue
+                        if st.st_size and st.st_size > JOB_LOG_CAP:
+                            fh.seek(st.st_size - JOB_LOG_CAP)
+                            notes.append(f"{remote}: only its last {JOB_LOG_CAP >> 20} MB were read")
+                        _copy(fh, local)
                 finally:
                     conn.close()
             else:
-                shutil.copyfile(remote, local)
+                fd = os.open(remote, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+                with os.fdopen(fd, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    refusal = _refuse(remote, st.st_mode, st.st_uid, info.uid)
+                    if refusal:
+                        notes.append(refusal)
+                        continue
+                    if st.st_size > JOB_LOG_CAP:
+                        fh.seek(st.st_size - JOB_LOG_CAP)
+                        notes.append(f"{remote}: only its last {JOB_LOG_CAP >> 20} MB were read")
+                    _copy(fh, local)
             logs[local.name] = local
         except (OSError, SSHError) as exc:
-            notes.append(f"could not read the job log {remote}: {exc}")
-    return logs, notes
+            notes.append(f"could not read the job log {remote}: {getattr(exc, 'strerror', None) or exc}")
+    return logs, notes, tmp
+
+
+def _refuse(path: str, mode: int | None, uid: int | None, owner: int) -> str | None:
+    if mode is None or not stat.S_ISREG(mode):
+        return f"not reading the job log {path}: it is not a regular file"
+    if uid != owner:
+        return (f"not reading the job log {path}: it belongs to uid {uid}, not to the job's user (uid {owner}); "
+                "pass the log as an argument if it is really the job's")
+    return None
+
+
+def _copy(src, dest: Path) -> None:
+    with open(dest, "wb") as out:
+        remaining = JOB_LOG_CAP
+        while remaining > 0:
+            chunk = src.read(min(1 << 20, remaining))
+            if not chunk:
+                break
+            out.write(chunk)
+            remaining -= len(chunk)
 
 
 def run_collection(p: Plan, cols: Sequence[Collector], *, settings: SSHSettings, concurrency: int = 32,
@@ -145,5 +208,8 @@ def local_collection(cols: Sequence[Collector]) -> dict[str, NodeResult]:
 
 
 def save(p: Plan, results: dict[str, NodeResult], dest: str | os.PathLike) -> Path:
-    return write_bundle(dest, results, job=p.job, logs=p.logs,
-                        job_info=p.job_info.to_json() if p.job_info else None)
+    try:
+        return write_bundle(dest, results, job=p.job, logs=p.logs,
+                            job_info=p.job_info.to_json() if p.job_info else None)
+    finally:
+        p.cleanup()

@@ -121,6 +121,7 @@ class JobInfo:
     stderr: str | None = None
     work_dir: str | None = None
     num_gpus: int | None = None
+    uid: int | None = None  # the job's user: its logs are read only when that user owns them
     source: str = "scontrol"
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -148,7 +149,7 @@ def _gpus_from_tres(tres: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "StdOut", "StdErr")
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "StdOut", "StdErr", "UID")
 
 
 def parse_sacct(text: str, job_id: str, fields: Sequence[str] = SACCT_FIELDS) -> JobInfo | None:
@@ -172,7 +173,8 @@ def parse_sacct(text: str, job_id: str, fields: Sequence[str] = SACCT_FIELDS) ->
         best = JobInfo(job_id=job_id,
                        nodes=expand_hostlist(nodes) if nodes and nodes not in ("None assigned", "(null)") else [],
                        state=(row.get("State") or "").split()[0] or None, exit_code=row.get("ExitCode") or None,
-                       stdout=_path(row.get("StdOut")), stderr=_path(row.get("StdErr")), source="sacct")
+                       stdout=_path(row.get("StdOut")), stderr=_path(row.get("StdErr")),
+                       uid=int(row["UID"]) if (row.get("UID") or "").isdigit() else None, source="sacct")
     return best
 
 
@@ -212,7 +214,7 @@ class SlurmResolver:
                            stdout=_path(fields.get("StdOut")), stderr=_path(fields.get("StdErr")),
                            work_dir=_path(fields.get("WorkDir")),
                            num_gpus=_gpus_from_tres(fields.get("AllocTRES") or fields.get("TRES")),
-                           source="scontrol", raw=fields)
+                           uid=_uid(fields.get("UserId")), source="scontrol", raw=fields)
         # finished jobs leave scontrol after MinJobAge: ask the accounting database
         scode, sout, serr = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format",
                                          ",".join(SACCT_FIELDS)])
@@ -237,6 +239,12 @@ class SlurmResolver:
 # Slurm's texts for a controller or slurmdbd it cannot reach (slurm_strerror, sacct)
 _CONTROLLER_DOWN = ("unable to contact slurm controller", "connect failure", "socket timed out",
                     "connection refused", "problem talking to the database", "zero bytes were transmitted")
+
+
+def _uid(user_id: str | None) -> int | None:
+    """``UserId=alice(1001)`` -> 1001."""
+    m = re.search(r"\((\d+)\)", user_id or "")
+    return int(m.group(1)) if m else None
 
 
 def _path(value: str | None) -> str | None:

@@ -17,10 +17,10 @@ from collectors.remote import SSHSettings, collect_nodes
 NODES8 = "node[01-08]"
 
 
-def cli(args, data_dir, timeout=180):
+def cli(args, data_dir, timeout=180, env_extra=None):
     exe = shutil.which("gpu-triage")
     cmd = [exe] if exe else [sys.executable, "-m", "bot.cli"]
-    env = {**os.environ, "GPU_TRIAGE_DATA_DIR": str(data_dir)}
+    env = {**os.environ, "GPU_TRIAGE_DATA_DIR": str(data_dir), **(env_extra or {})}
     return subprocess.run(cmd + list(args), capture_output=True, text=True, env=env, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
@@ -124,9 +124,12 @@ def _config_with_alias(cluster, alias: str, tmp_path: Path, target: str = "node0
 
 def test_job_id_resolves_to_its_node_and_log(slurm_job, cluster, tmp_path, data_dir):
     cfg = _config_with_alias(cluster, slurm_job.node, tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     proc = cli(["diagnose", "--job", slurm_job.job_id, "--ssh-config", str(cfg), "--format", "json",
-                "--command-timeout", "5"], data_dir)
+                "--command-timeout", "5"], data_dir, env_extra={"TMPDIR": str(scratch)})
     assert proc.returncode == 0, proc.stderr
+    assert not list(scratch.glob("gpu-triage-joblog-*")), "the copies of the job's log outlive the diagnosis"
     doc = json.loads(proc.stdout)
     assert doc["job"] == slurm_job.job_id
     assert [n["node"] for n in doc["nodes"]] == [slurm_job.node]
