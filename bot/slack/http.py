@@ -168,6 +168,13 @@ class _Server(ThreadingHTTPServer):
             self._slots.release()
             raise
 
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return  # a client that went away (or was dropped as a slow one): nothing to report
+        super().handle_error(request, client_address)
+
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)
