@@ -134,3 +134,19 @@ def test_a_head_that_trickles_in_is_cut_at_the_deadline(server, monkeypatch):
                 closed = True
                 break
         assert closed and time.monotonic() - started < 4
+
+
+def test_a_request_failing_the_signature_check_is_logged_without_its_body(caplog):
+    from slack_bolt import BoltRequest
+
+    from bot.slack.app import _quiet_bolt_bodies
+
+    _quiet_bolt_bodies()
+    app = App(token="xoxb-test", signing_secret="s" * 32, token_verification_enabled=False)
+    with caplog.at_level("INFO", logger="slack_bolt.RequestVerification"):
+        resp = app.dispatch(BoltRequest(body="token=xoxb-SECRET-TOKEN&text=password%3Dhunter2",
+                                        headers={"x-slack-signature": ["v0=bad"], "x-slack-request-timestamp": ["1"]}))
+    assert resp.status == 401
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "Invalid request signature" in said and "body not logged" in said
+    assert "SECRET" not in said and "hunter2" not in said

@@ -117,9 +117,28 @@ class BotContext:
         return not allowed or (channel or "") in allowed or (channel or "").startswith("D")
 
 
+class _NoBodies(logging.Filter):
+    """Bolt logs a request that fails the signature check with its whole body (tokens, pasted logs,
+    anything an attacker sends) at INFO; keep the fact, drop the body."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "body:" in text:
+            record.msg = text.split("body:", 1)[0].rstrip(" ,(") + " (body not logged)"
+            record.args = ()
+        return True
+
+
+def _quiet_bolt_bodies() -> None:
+    log = logging.getLogger("slack_bolt.RequestVerification")
+    if not any(isinstance(f, _NoBodies) for f in log.filters):
+        log.addFilter(_NoBodies())
+
+
 def create_app(cfg: SlackConfig, *, engine=None, runbook=None, client: WebClient | None = None,
                collect: Callable[..., Any] | None = None, http: bool = False) -> tuple[App, BotContext]:
     """Build the Bolt app and register every listener. Nothing happens at import time."""
+    _quiet_bolt_bodies()
     from bot.engine import Engine
     from bot.slack.listeners import register_listeners
     from knowledge.runbook import Runbook
