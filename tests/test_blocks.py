@@ -99,8 +99,14 @@ def test_real_logs_render_valid_replies(engine, path, lang):
     assert f"1. `{first}`" in text or f"1. ```" in text
     assert top["support"]["tier_name"] in text
     fe = doc["first_error"]
-    assert t("first_error", lang) in text and t("first_error_note", lang) in text
+    # the first error is shown once: as the evidence line, or in its own section when it differs
     assert f"```\n{fe['line'].replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')}\n```" in text
+    ev = top["evidence"][0]
+    same = (ev["source"], ev["line_no"]) == (fe["source"], fe["line_no"])
+    assert (t("first_error", lang) in text) is not same
+    # "the first rank to fail..." only where ranks or several files make it apply
+    applies = len(doc["stats"]["sources"]) > 1 or fe.get("rank") is not None
+    assert (t("first_error_note", lang) in text) is (applies and not same)
     for other in doc["causes"][1:]:
         assert other["title"].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in text
     buttons = actions(reply.blocks)

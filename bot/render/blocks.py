@@ -288,7 +288,7 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
     similar = [f":repeat: {escape(s['text'])}" for s in doc.get("similar") or []]
     if similar:
         out.sections(similar, 1, head=t("similar", lang), more_prio=6, max_items=3, lang=lang)
-    _first_error(out, doc.get("first_error"), lang)
+    _first_error(out, doc, lang)
     if top:
         _support(out, top, lang)
     if len(causes) > 1:
@@ -369,15 +369,21 @@ def _support(out: _Blocks, cause: dict[str, Any], lang: str) -> None:
     out.sections(lines, 2, more_prio=6)
 
 
-def _first_error(out: _Blocks, fe: dict[str, Any] | None, lang: str) -> None:
+def _first_error(out: _Blocks, doc: dict[str, Any], lang: str) -> None:
+    fe = doc.get("first_error")
     if not fe:
         return
+    causes = doc.get("causes") or []
+    ev = causes[0]["evidence"][0] if causes and causes[0].get("evidence") else None
+    if ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no"):
+        return  # the evidence line above is the first error: said once
     block, cut = code_block(fe.get("line", ""))
     out.overflow |= cut
     where = _esc_clip(_where(fe, lang), 300)[0]
     text = f"*{escape(t('first_error', lang))}*" + (f" — _{where}_" if where else "") + "\n" + block
     out.sections([text], 2)
-    out.add(context(escape(t("first_error_note", lang))), 3)
+    if len((doc.get("stats") or {}).get("sources") or []) > 1 or fe.get("rank") is not None:
+        out.add(context(escape(t("first_error_note", lang))), 3)
 
 
 def _nodes(out: _Blocks, doc: dict[str, Any], lang: str) -> None:
