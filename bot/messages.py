@@ -18,6 +18,10 @@ TEXT: dict[str, dict[str, str]] = {
     "alternative": {"en": "weaker evidence, worth checking", "zh": "证据较弱，值得排查"},
     "evidence": {"en": "Evidence", "zh": "证据"},
     "first_error": {"en": "First error in time", "zh": "时间上最早的错误"},
+    "first_error_order": {"en": "First error in file order (the logs' times cannot be compared)",
+                          "zh": "按文件顺序最早的错误（各日志的时间无法比较）"},
+    "first_error_also": {"en": "within {secs} s on {where} (clocks may differ by that much): {line}",
+                         "zh": "{secs} 秒内 {where} 也报错（时钟可能相差这么多）：{line}"},
     "first_error_note": {
         "en": "The first rank to fail is nearest the root cause; later 'remote process exited' lines are echoes.",
         "zh": "最先失败的 rank 离根因最近；之后各 rank 打印的 “remote process exited” 只是连锁反应。",

@@ -196,7 +196,12 @@ class FirstError:
     node: str | None = None
     ts: str | None = None
     source: str = "log"
+    basis: str = "time"  # "time": earliest by timestamp; "file-order": no comparable times, first in order
+    also: dict[str, Any] | None = None  # another host's first error within the clock skew, when there is one
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "node": self.node, "line": self.line, "line_no": self.line_no,
-                "ts": self.ts, "source": self.source}
+        out = {"rank": self.rank, "node": self.node, "line": self.line, "line_no": self.line_no,
+               "ts": self.ts, "source": self.source, "basis": self.basis}
+        if self.also:
+            out["also"] = self.also
+        return out

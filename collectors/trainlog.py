@@ -21,6 +21,7 @@ import io
 import os
 import re
 import sys
+import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
@@ -860,6 +861,7 @@ class _Event:
     tkey: float | None
     order: tuple[int, int]
     line: LogLine
+    yearless: bool = False  # tkey from a time without a year (glog, syslog), set on 1970 until known
 
 
 @dataclass
@@ -867,6 +869,9 @@ class _Src:
     idx: int
     name: str
     last_tkey: float | None = None
+    last_yearless: bool = False
+    file_rank: int | None = None  # the rank a per-rank file's name gives (rank17.log, *_rank_17_*, log.17)
+    file_node: str | None = None  # the host or pod a file's name gives (gpu-node-017.log, trainer-worker-3.log)
     first_step: int | None = None
     follow: int = 0
     shm_line: int = -100  # last line that spoke of shared memory (a SemLock frame, a /dev/shm path)
@@ -909,6 +914,7 @@ class _Scanner:
     # ---- streaming -------------------------------------------------------------------------
     def scan(self, name: str, fh: BinaryIO) -> None:
         src = _Src(len(self.sources), name)
+        src.file_rank, src.file_node = rank_and_node_from_name(name)
         self.sources.append(name)
         carry = b""
         base = 0  # lines before the current buffer
@@ -1015,12 +1021,17 @@ class _Scanner:
         cl, tkey, yearless = _clean(raw, self.year_hint)
         if tkey is not None and not yearless and cl.ts and cl.ts[:4].isdigit() and cl.ts[:4] != "1970":
             self.year_hint = int(cl.ts[:4])
-        if yearless:
-            tkey = None  # a glog/syslog time without a year cannot be set against other files
+        # a glog/syslog time has no year: it is kept (on 1970) and given the run's year, once one is
+        # known, when first errors across files are compared (_first_error)
         if tkey is None and cl.ts is None:
             tkey = src.last_tkey  # carry the last time forward (tracebacks have none of their own)
-        else:
-            src.last_tkey = tkey if tkey is not None else src.last_tkey
+            yearless = src.last_yearless
+        elif tkey is not None:
+            src.last_tkey, src.last_yearless = tkey, yearless
+        if cl.rank is None and src.file_rank is not None:
+            cl.rank = src.file_rank
+        if cl.node is None and src.file_node is not None:
+            cl.node = src.file_node
         if not cl.text:
             return
         cl.text = self.redact(cl.text)
@@ -1041,9 +1052,9 @@ class _Scanner:
             self.head.append(cl)
         else:
             self.tail.append(cl)
-        self._extract(src, cl, tkey)
+        self._extract(src, cl, tkey, yearless)
 
-    def _extract(self, src: _Src, cl: CleanLine, tkey: float | None) -> None:
+    def _extract(self, src: _Src, cl: CleanLine, tkey: float | None, yearless: bool = False) -> None:
         t = cl.text
         low = t.lower()
         found: list[tuple[str, dict]] = []
@@ -1084,7 +1095,7 @@ class _Scanner:
             best = CHORUS if any(c in low for c in _CHORUS_TEXT) or t.endswith(" FAILED") else \
                 ECHO if any(e in low for e in _ECHO_TEXT) else WEAK
         if best < NONE:
-            self.events.append(_Event(best, tkey, (src.idx, cl.line_no), cl))
+            self.events.append(_Event(best, tkey, (src.idx, cl.line_no), cl, yearless and tkey is not None))
 
     def _stateful(self, src: _Src, cl: CleanLine, t: str, low: str) -> list:
         """Rules that need the lines before: tracebacks and torchrun's failure summary."""
@@ -1195,13 +1206,46 @@ class _Scanner:
         pool = strong or [e for e in self.events if e.tier == WEAK]
         if not pool:
             return None
-        if all(e.tkey is not None for e in pool):
-            best = min(pool, key=lambda e: (e.tkey, e.tier, e.order))
+        times = self._comparable_times(pool)
+        also = None
+        if times is not None:
+            best = min(pool, key=lambda e: (times[id(e)], e.tier, e.order))
+            basis = "time"
+            # clocks of different hosts disagree by up to a second: a rival that close, elsewhere, is said too
+            rivals = [e for e in pool if e is not best and e.tier == best.tier
+                      and 0 <= times[id(e)] - times[id(best)] <= CLOCK_SKEW
+                      and (e.line.node, e.line.source, e.line.rank) != (best.line.node, best.line.source, best.line.rank)]
+            if rivals:
+                r = min(rivals, key=lambda e: (times[id(e)], e.order))
+                also = {"line": r.line.text, "line_no": r.line.line_no, "rank": r.line.rank, "node": r.line.node,
+                        "source": r.line.source, "ts": r.line.ts,
+                        "seconds_later": round(times[id(r)] - times[id(best)], 3)}
         else:
             best = min(pool, key=lambda e: e.order)
+            basis = "file-order"
         ln = best.line
         return FirstError(line=ln.text, line_no=ln.line_no, rank=ln.rank, node=ln.node, ts=ln.ts,
-                          source=ln.source)
+                          source=ln.source, basis=basis, also=also)
+
+    def _comparable_times(self, pool: list[_Event]) -> dict[int, float] | None:
+        """Each event's time on one axis, or None when some event has none. Times without a year
+        take the run's year (from any dated line; a nominal one when none is dated); when those
+        times run from December into January, the early months are the next year."""
+        if any(e.tkey is None for e in pool):
+            return None
+        out: dict[int, float] = {}
+        undated = [e for e in pool if e.yearless]
+        year = self.year_hint or 2001
+        months = {time.gmtime(e.tkey).tm_mon for e in undated}
+        new_year = 12 in months and 1 in months
+        for e in pool:
+            t = e.tkey
+            if e.yearless:
+                g = time.gmtime(t)
+                y = year + (1 if new_year and g.tm_mon <= 6 else 0)
+                t = calendar.timegm((y, g.tm_mon, g.tm_mday, g.tm_hour, g.tm_min, g.tm_sec, 0, 0, 0)) + (t % 1)
+            out[id(e)] = t
+        return out
 
     def _stragglers(self) -> None:
         self._mismatches()
@@ -1313,6 +1357,25 @@ _TRAINING_FRAME = re.compile(
     r"\.backward\(|\bin backward\b|\boptimizer\.step\(|\bin (?:training_step|train_step|run_step|train_one_epoch|"
     r"_training_step|optimizer_step|inner_training_loop|train_batch)\b|recover from OOM in forward/backward|"
     r"\b\d+ iterations in\b")
+
+CLOCK_SKEW = 1.0  # seconds: two first errors this close on different hosts are both named
+
+# a per-rank file's name: rank17.log, train_rank_17_x.log, rank-3.txt, log.17
+_NAME_RANK = re.compile(r"(?i)(?:^|[/_.-])rank[_-]?(\d{1,5})(?=[_.-]|$)|(?:^|/)log\.(\d{1,5})$")
+# a host or pod in a file's name: gpu-node-017.log, node03.out, trainer-worker-3.log, host-12_stderr.txt
+_NAME_NODE = re.compile(r"(?i)^((?:[a-z][a-z0-9]*-)*(?:gpu|node|host|worker|compute|cn|nid|dgx)[a-z0-9]*-?\d+)"
+                        r"(?=$|[._])")
+
+
+def rank_and_node_from_name(name: str) -> tuple[int | None, str | None]:
+    """The rank or host a log's file name gives, for lines that carry no prefix of their own."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    m = _NAME_RANK.search(base)
+    rank = int(m.group(1) or m.group(2)) if m else None
+    stem = base.split(".", 1)[0] if not base.startswith("log.") else ""
+    n = _NAME_NODE.match(stem) if rank is None else None
+    return rank, (n.group(1) if n else None)
+
 
 # exceptions a launcher raises about its worker (torchrun's agent, subprocess-based launchers such as
 # DeepSpeed's and accelerate's): they report a rank's death, they are not the rank's own exception

@@ -101,6 +101,21 @@ def _what(attrs: dict[str, Any], lang: str) -> str:
     return f"{label} ({where})" if where else label
 
 
+def first_error_label(fe: dict[str, Any] | None, lang: str) -> str:
+    """"First error in time", or "... in file order" when the logs' times could not be compared."""
+    return t("first_error_order" if fe and fe.get("basis") == "file-order" else "first_error", lang)
+
+
+def first_error_also(fe: dict[str, Any] | None, lang: str) -> str | None:
+    """The other host's error within the clock skew, as one sentence, or None."""
+    also = (fe or {}).get("also")
+    if not also:
+        return None
+    where = ", ".join(x for x in (f"rank {also['rank']}" if also.get("rank") is not None else "",
+                                  also.get("node") or "", f"{also.get('source')}:{also.get('line_no')}") if x)
+    return t("first_error_also", lang, secs=also.get("seconds_later"), where=where, line=also["line"][:200])
+
+
 def _has_logs(diagnosis) -> bool:
     return bool(getattr(diagnosis, "lines_read", 0))
 

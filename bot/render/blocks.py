@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from bot.messages import t
-from bot.render import markdown, nodes_line
+from bot.render import first_error_also, first_error_label, markdown, nodes_line
 from bot.render.markdown import _estimate_line
 from knowledge.loader import CATEGORIES
 
@@ -380,7 +380,10 @@ def _first_error(out: _Blocks, doc: dict[str, Any], lang: str) -> None:
     block, cut = code_block(fe.get("line", ""))
     out.overflow |= cut
     where = _esc_clip(_where(fe, lang), 300)[0]
-    text = f"*{escape(t('first_error', lang))}*" + (f" — _{where}_" if where else "") + "\n" + block
+    text = f"*{escape(first_error_label(fe, lang))}*" + (f" — _{where}_" if where else "") + "\n" + block
+    also = first_error_also(fe, lang)
+    if also:
+        text += "\n" + escape(also)
     out.sections([text], 2)
     if len((doc.get("stats") or {}).get("sources") or []) > 1 or fe.get("rank") is not None:
         out.add(context(escape(t("first_error_note", lang))), 3)

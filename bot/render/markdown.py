@@ -113,7 +113,12 @@ def render(doc: dict[str, Any]) -> str:
     if fe:
         who = ", ".join(x for x in (f"rank {fe['rank']}" if fe.get("rank") is not None else "", fe.get("node") or "",
                                     f"{fe.get('source')}:{fe['line_no']}") if x)
-        out += [f"## {t('first_error', lang)}", "", who, "", _fence(fe["line"]), ""]
+        from bot.render import first_error_also, first_error_label
+
+        out += [f"## {first_error_label(fe, lang)}", "", who, "", _fence(fe["line"]), ""]
+        also = first_error_also(fe, lang)
+        if also:
+            out += [also, ""]
         if len(doc["stats"]["sources"]) > 1 or fe.get("rank") is not None:
             out += [t("first_error_note", lang), ""]
     if doc.get("warnings"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from bot.messages import t
-from bot.render import nodes_line
+from bot.render import first_error_also, first_error_label, nodes_line
 from bot.render.markdown import _estimate_line
 
 TIER_STYLE = {"self": "green", "remote": "cyan", "onsite": "yellow", "vendor": "magenta"}
@@ -106,8 +106,11 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
             where(t("evidence", lang), ev, 2)
             clipped(ev["line"], 4, "cyan")
         if fe and not (ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no")):
-            where(t("first_error", lang), fe, 2)
+            where(first_error_label(fe, lang), fe, 2)
             clipped(fe["line"], 4, "red")
+        also = first_error_also(fe, lang)
+        if also:
+            clipped(also, 4, "red")
         for n, cmd in enumerate(top["next_commands"][:SUMMARY_COMMANDS], 1):
             first = f"{t('run_first', lang)}{colon}"
             label = first if n == 1 else " " * cell_len(first)
@@ -123,7 +126,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     else:
         line(Text(doc["message"], style="bold yellow"))
         if fe:
-            where(t("first_error", lang), fe, 2)
+            where(first_error_label(fe, lang), fe, 2)
             clipped(fe["line"], 4, "red")
     console.print(Text("─" * min(width, 80), style="dim"))
 
@@ -193,7 +196,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     if fe and causes:
         ev = causes[0]["evidence"][0] if causes[0]["evidence"] else None
         if ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no"):
-            line(Text.assemble((f"{t('first_error', lang)}{colon}", "bold"), t("first_error_is_evidence", lang)))
+            line(Text.assemble((f"{first_error_label(fe, lang)}{colon}", "bold"), t("first_error_is_evidence", lang)))
     s = doc["stats"]
     if fe and (len(s["sources"]) > 1 or fe.get("rank") is not None):
         line(Text(t("first_error_note", lang), style="dim"))

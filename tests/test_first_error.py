@@ -1,0 +1,77 @@
+"""The first error across the files of one diagnosis: by time where the logs' times can be compared
+(glog and syslog times have no year), in file order where they cannot, and said which; the rank or
+host a per-rank file's name gives. Real excerpts, arranged into folders so that file order and time
+order disagree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collectors.trainlog import parse_paths, rank_and_node_from_name
+
+HERE = Path(__file__).resolve().parent
+FIX = HERE / "fixtures" / "trainlog"
+CORPUS = HERE / "corpus"
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def test_glog_times_without_a_year_order_the_files(tmp_path):
+    # watchdog-torchrun.txt: rank 0 at 18:44:12.715, rank 4 at 18:44:12.755, rank 3 at 18:44:13.275;
+    # the earliest goes in the file that comes last alphabetically
+    src = lines_of(FIX / "watchdog-torchrun.txt")
+    for name, rank in (("a.log", "[rank3]"), ("b.log", "[rank4]"), ("c.log", "[rank0]")):
+        (tmp_path / name).write_text("".join(ln for ln in src if ln.startswith(rank)), encoding="utf-8")
+    fe = parse_paths([str(tmp_path)]).first_error
+    assert (fe.rank, Path(fe.source).name, fe.basis) == (0, "c.log", "time")
+    # rank 4's error came 40 ms later in another file: within clock skew, so it is named too
+    assert fe.also and fe.also["rank"] == 4 and 0 <= fe.also["seconds_later"] < 1
+
+
+def test_syslog_times_without_a_year_order_the_files(tmp_path):
+    src = lines_of(CORPUS / "gpu-hardware" / "gpu-operator-xid48-dbe-rminitadapter.log")
+    (tmp_path / "a-kernel.log").write_text("".join(src[3:5]), encoding="utf-8")  # 11:38:47, XID 48 and 64
+    (tmp_path / "z-kernel.log").write_text("".join(src[0:3]), encoding="utf-8")  # 11:38:27, RmInitAdapter
+    fe = parse_paths([str(tmp_path)]).first_error
+    assert Path(fe.source).name == "z-kernel.log" and fe.basis == "time" and "11:38:27" in (fe.ts or "")
+    assert fe.node == "worker4"
+
+
+def test_iso_times_and_yearless_glog_times_share_the_run_year(tmp_path):
+    # an ISO-dated error (2023-04-29 06:01:12) and glog lines dated "1206" with no year: the glog
+    # times take the run's year from the dated line, so the ISO file (last alphabetically) is first
+    (tmp_path / "a-rank0.log").write_text("".join(lines_of(FIX / "watchdog-torchrun.txt")[:4]), encoding="utf-8")
+    (tmp_path / "z-trainer.log").write_text(
+        "".join(lines_of(CORPUS / "checkpoint-storage" / "dolly-torch-save-errno28-no-space.log")), encoding="utf-8")
+    fe = parse_paths([str(tmp_path)]).first_error
+    assert (Path(fe.source).name, fe.basis) == ("z-trainer.log", "time") and fe.ts.startswith("2023-04-29")
+
+
+def test_without_comparable_times_it_says_file_order(tmp_path):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    (ranks / "rank0.log").write_text("".join(lines_of(FIX / "watchdog-torchrun.txt")[:2]), encoding="utf-8")
+    (ranks / "rank17.log").write_text("".join(lines_of(FIX / "oom-new.txt")), encoding="utf-8")
+    fe = parse_paths([str(ranks)]).first_error
+    assert fe.basis == "file-order" and fe.to_json()["basis"] == "file-order"
+
+
+def test_a_per_rank_file_name_gives_its_lines_a_rank(tmp_path):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    (ranks / "rank17.log").write_text("".join(lines_of(FIX / "oom-new.txt")), encoding="utf-8")
+    r = parse_paths([str(ranks)])
+    assert r.first_error.rank == 17
+    assert all(f.rank == 17 for f in r.findings if f.kind == "cuda-oom")
+
+
+def test_names_that_say_a_rank_or_a_host():
+    assert rank_and_node_from_name("logs/rank17.log") == (17, None)
+    assert rank_and_node_from_name("train_rank_3_stderr.txt") == (3, None)
+    assert rank_and_node_from_name("log.12") == (12, None)
+    assert rank_and_node_from_name("trainer-worker-3.log") == (None, "trainer-worker-3")
+    assert rank_and_node_from_name("gpu-node-017.out") == (None, "gpu-node-017")
+    assert rank_and_node_from_name("slurm-123_4.out") == (None, None)  # an array task is not a rank
+    assert rank_and_node_from_name("train.log") == (None, None)
