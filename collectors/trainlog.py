@@ -1213,8 +1213,7 @@ class _Scanner:
             basis = "time"
             # clocks of different hosts disagree by up to a second: a rival that close, elsewhere, is said too
             rivals = [e for e in pool if e is not best and e.tier == best.tier
-                      and 0 <= times[id(e)] - times[id(best)] <= CLOCK_SKEW
-                      and (e.line.node, e.line.source, e.line.rank) != (best.line.node, best.line.source, best.line.rank)]
+                      and 0 <= times[id(e)] - times[id(best)] <= CLOCK_SKEW and _elsewhere(e.line, best.line)]
             if rivals:
                 r = min(rivals, key=lambda e: (times[id(e)], e.order))
                 also = {"line": r.line.text, "line_no": r.line.line_no, "rank": r.line.rank, "node": r.line.node,
@@ -1359,6 +1358,13 @@ _TRAINING_FRAME = re.compile(
     r"\b\d+ iterations in\b")
 
 CLOCK_SKEW = 1.0  # seconds: two first errors this close on different hosts are both named
+
+
+def _elsewhere(a: LogLine, b: LogLine) -> bool:
+    """On another host (when both say theirs), else in another file: where clocks may disagree."""
+    if a.node and b.node:
+        return a.node != b.node
+    return a.source != b.source
 
 # a per-rank file's name: rank17.log, train_rank_17_x.log, rank-3.txt, log.17
 _NAME_RANK = re.compile(r"(?i)(?:^|[/_.-])rank[_-]?(\d{1,5})(?=[_.-]|$)|(?:^|/)log\.(\d{1,5})$")

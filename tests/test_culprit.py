@@ -45,3 +45,15 @@ def test_the_first_rank_to_fail_with_its_own_error_is_named(engine):
 def test_nothing_singles_anyone_out_without_rank_or_node(engine):
     doc = doc_of(engine, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     assert "culprit" in doc and doc["culprit"] is None
+
+
+def test_the_one_laggard_of_1024_ranks_is_named(engine):
+    # generated at scale (the 1 024-rank case): every rank steps, all but rank 517 then
+    # report the watchdog timeout of ALLREDUCE SeqNum 41201 in the format of watchdog-torchrun.txt
+    lines = [f"[rank{r}]: step 41200 | loss 2.01\n" for r in range(1024)]
+    lines += [f"[rank{r}]:[E1206 18:44:{12 + r % 40:02d}.715298746 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog "
+              "caught collective operation timeout: WorkNCCL(SeqNum=41201, OpType=ALLREDUCE, NumelIn=1048576, "
+              "NumelOut=1048576, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n"
+              for r in range(1024) if r != 517]
+    doc = doc_of(engine, "".join(lines))
+    assert doc["culprit"] and (doc["culprit"]["rank"], doc["culprit"]["reason"]) == (517, "laggard")

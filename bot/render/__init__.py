@@ -44,17 +44,20 @@ def _commands(diagnosis, cause, lang: str) -> list[dict[str, Any]]:
     import os
     import shlex
 
-    files = [s for s in getattr(diagnosis, "sources", []) or [] if s and s != "-" and not s.startswith("<")
-             and "://" not in s]
+    # only real files are named in a command: a paste, stdin or an upload's label is not a path
+    files = [s for s in getattr(diagnosis, "sources", []) or [] if s and s not in ("-", "paste", "stdin")
+             and not s.startswith("<") and "://" not in s and os.path.isfile(s)]
     fe = getattr(diagnosis, "first_error", None)
+    shown = {f: _as_user_named(f) for f in files}
     mine = next((e.source for e in cause.evidence if e.source in files), None)
     log = mine or (fe.source if fe is not None and fe.source in files else None) or (files[0] if len(files) == 1 else None)
     node = next((e.node for e in cause.evidence if e.node), None) or (fe.node if fe is not None else None)
     if len(files) > 1:
-        parent = os.path.commonpath([os.path.dirname(f) or "." for f in files])
-        all_logs = f"{shlex.quote(parent)}/*" if parent not in ("", ".") else " ".join(map(shlex.quote, files[:8]))
+        parent = os.path.commonpath([os.path.dirname(shown[f]) or "." for f in files])
+        all_logs = f"{shlex.quote(parent)}/*" if parent not in ("", ".") else \
+            " ".join(shlex.quote(shown[f]) for f in files[:8])
     else:
-        all_logs = shlex.quote(files[0]) if files else None
+        all_logs = shlex.quote(shown[files[0]]) if files else None
     out = []
     for c in cause.entry.next_commands:
         cmd = c["command"]
@@ -62,7 +65,7 @@ def _commands(diagnosis, cause, lang: str) -> list[dict[str, Any]]:
             cmd = cmd.replace("rank*.log", all_logs)
         if log:
             for ph in _LOG_PLACEHOLDERS:
-                cmd = cmd.replace(ph, shlex.quote(log))
+                cmd = cmd.replace(ph, shlex.quote(shown[log]))
         if node and "<node>" in cmd and _HOSTNAME.fullmatch(node):
             cmd = cmd.replace("<node>", node)
         item = {"command": cmd, "why": pick(c.get("why"), lang)}
@@ -70,6 +73,15 @@ def _commands(diagnosis, cause, lang: str) -> list[dict[str, Any]]:
             item["template"] = c["command"]
         out.append(item)
     return out
+
+
+def _as_user_named(path: str) -> str:
+    """A file the bot copied into its own temp folder (a Slack upload, a job's log) is named as the
+    user knows it: its file name, not the bot's temp path."""
+    parts = path.replace("\\", "/").split("/")
+    if any(p.startswith(("gpu-triage-slack-", "gpu-triage-joblog-")) for p in parts[:-1]):
+        return parts[-1]
+    return path
 
 
 _HOSTNAME = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
@@ -99,6 +111,15 @@ def _what(attrs: dict[str, Any], lang: str) -> str:
     where = attrs.get("device") and f"{attrs['device']}:{attrs.get('port', 1)}" or \
         (f"GPU {attrs['gpu']}" if attrs.get("gpu") is not None else "")
     return f"{label} ({where})" if where else label
+
+
+def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
+    """"Look at rank 17 (gpu03): ..." from the JSON's culprit, or None."""
+    c = doc.get("culprit")
+    if not c:
+        return None
+    who = ", ".join(x for x in (f"rank {c['rank']}" if c.get("rank") is not None else "", c.get("node") or "") if x)
+    return t(f"culprit.{c['reason']}", lang, who=who)
 
 
 def first_error_label(fe: dict[str, Any] | None, lang: str) -> str:

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from bot.messages import t
-from bot.render import first_error_also, first_error_label, markdown, nodes_line
+from bot.render import culprit_line, first_error_also, first_error_label, markdown, nodes_line
 from bot.render.markdown import _estimate_line
 from knowledge.loader import CATEGORIES
 
@@ -289,6 +289,9 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
     if similar:
         out.sections(similar, 1, head=t("similar", lang), more_prio=6, max_items=3, lang=lang)
     _first_error(out, doc, lang)
+    who = culprit_line(doc, lang)
+    if who:
+        out.sections([f":dart: *{escape(who)}*"], 1)
     if top:
         _support(out, top, lang)
     if len(causes) > 1:

@@ -46,6 +46,11 @@ def _summary(doc: dict[str, Any], lang: str) -> list[str]:
         where = ", ".join(x for x in (f"rank {ev['rank']}" if ev.get("rank") is not None else "", ev.get("node") or "",
                                       f"{ev.get('source')}:{ev['line_no']}" if ev.get("line_no") else "") if x)
         out += [f"- {t('evidence', lang)}{colon}{where}", "", _fence(ev["line"]), ""]
+    from bot.render import culprit_line
+
+    who = culprit_line(doc, lang)
+    if who:
+        out.append(f"- **{who}**")
     for n, cmd in enumerate(top["next_commands"][:2], 1):
         out.append(f"- {t('run_first', lang)} {n}{colon}`{cmd['command']}`")
     sup = top["support"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from bot.messages import t
-from bot.render import first_error_also, first_error_label, nodes_line
+from bot.render import culprit_line, first_error_also, first_error_label, nodes_line
 from bot.render.markdown import _estimate_line
 
 TIER_STYLE = {"self": "green", "remote": "cyan", "onsite": "yellow", "vendor": "magenta"}
@@ -111,6 +111,9 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
         also = first_error_also(fe, lang)
         if also:
             clipped(also, 4, "red")
+        who = culprit_line(doc, lang)
+        if who:
+            line(Text(who, style="bold"), indent=2)
         for n, cmd in enumerate(top["next_commands"][:SUMMARY_COMMANDS], 1):
             first = f"{t('run_first', lang)}{colon}"
             label = first if n == 1 else " " * cell_len(first)
