@@ -69,7 +69,8 @@ def _split_top(expr: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _expand_one(item: str, limit: int) -> list[str]:
+def _expand_one(item: str, limit: int, total: int | None = None) -> list[str]:
+    total = limit if total is None else total
     m = _BRACKET.search(item)
     if not m:
         return [item]
@@ -82,15 +83,17 @@ def _expand_one(item: str, limit: int) -> list[str]:
             if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
                 raise ResolveError(f"bad range {rng!r} in node list {item!r}")
             width = len(lo) if lo.startswith("0") or len(lo) == len(hi) else 0
-            values = [str(n).zfill(width) for n in range(int(lo), int(hi) + 1)]
+            if int(hi) - int(lo) + 1 > limit - len(out):  # counted before anything is built
+                raise ResolveError(f"node list {item[:80]!r} expands to more than {total} nodes")
+            values = (str(n).zfill(width) for n in range(int(lo), int(hi) + 1))
         elif rng.isdigit():
             values = [rng]
         else:
             raise ResolveError(f"bad range {rng!r} in node list {item!r}")
         for v in values:
-            out.extend(_expand_one(head + v + tail, limit))
+            out.extend(_expand_one(head + v + tail, limit - len(out), total))
             if len(out) > limit:
-                raise ResolveError(f"node list {item!r} expands to more than {limit} nodes")
+                raise ResolveError(f"node list {item[:80]!r} expands to more than {total} nodes")
     return out
 
 
@@ -98,7 +101,9 @@ def expand_hostlist(expr: str, limit: int = 100_000) -> list[str]:
     """Expand Slurm hostlist syntax (``gpu[01-04,07],gpu-b[1-2]``) into node names, in order."""
     nodes: list[str] = []
     for item in _split_top(expr.strip()):
-        nodes.extend(_expand_one(item, limit))
+        nodes.extend(_expand_one(item, limit - len(nodes), limit))
+        if len(nodes) > limit:
+            raise ResolveError(f"node list {expr[:80]!r} expands to more than {limit} nodes")
     seen, ordered = set(), []
     for node in nodes:
         check_node(node)

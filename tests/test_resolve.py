@@ -83,6 +83,21 @@ def test_a_controller_that_does_not_answer_is_not_an_unknown_job():
     assert "does not know job" not in str(err.value)
 
 
+def test_a_huge_range_is_refused_before_it_is_built():
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    for expr in ("gpu[1-100000000]", "gpu[1-60000],cpu[1-60000]", "a[1-1000]b[1-1000]"):
+        with pytest.raises(ResolveError, match="more than 100000 nodes"):
+            expand_hostlist(expr)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 50 * 1024 * 1024 and time.perf_counter() - started < 5
+    assert len(expand_hostlist("gpu[1-100000]")) == 100_000
+
+
 def test_unknown_job_is_a_clear_error():
     def runner(argv):
         return (1, "", "slurm_load_jobs error: Invalid job id specified") if argv[0] == "scontrol" else (0, "", "")
