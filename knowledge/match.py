@@ -151,10 +151,23 @@ class _Compiled:
     phrases: list[str]  # normalised
 
 
+def compile_signature(sig: str, entry: Entry):
+    """A team entry's signature runs in RE2 (linear time: a pattern such as ``(a+)+$`` cannot stall
+    every diagnosis); the curated ones, reviewed in git, may use Python's look-around."""
+    if entry.origin == "team":
+        import re2
+
+        opts = re2.Options()
+        opts.case_sensitive = False
+        opts.max_mem = 8 << 20
+        return re2.compile(sig, opts)
+    return re.compile(sig, re.IGNORECASE)
+
+
 def entry_matches_line(entry: Entry, line: str) -> bool:
     """True when a signature or a phrase of ``entry`` matches ``line`` (used to check examples)."""
     for sig in entry.signatures:
-        if re.search(sig, line, re.IGNORECASE):
+        if compile_signature(sig, entry).search(line):
             return True
     norm = normalise(line)
     return any(fuzz.partial_ratio(normalise(p), norm) >= FUZZY_CUTOFF for p in entry.phrases if normalise(p))
@@ -172,7 +185,7 @@ class Matcher:
         self.catalog = catalog
         self._index = {e.id: i for i, e in enumerate(self.entries)}
         self._compiled = [
-            _Compiled(e, [(re.compile(s, re.IGNORECASE), literal_anchor(s)) for s in e.signatures],
+            _Compiled(e, [(compile_signature(s, e), literal_anchor(s)) for s in e.signatures],
                       [p for p in (normalise(p) for p in e.phrases) if p])
             for e in self.entries
         ]

@@ -36,19 +36,41 @@ def validate_data(data: Any, *, name: str, text: str | None = None,
     lines = _Lines(node)
     entry, errors = validate(data, path, lines)
     if entry is not None:
-        errors = check_examples(entry, lines, finder)
+        entry.origin, entry.path = "team", ""  # before the examples: they are matched as the team's
+        errors = _re2_signatures(entry, path, lines) or check_examples(entry, lines, finder)
         if errors:
             entry = None
-    if entry is not None:
-        entry.origin, entry.path = "team", ""
     return entry, errors
+
+
+def _re2_signatures(entry: Entry, path: Path, lines: _Lines | None = None) -> list[EntryError]:
+    """A team entry's signatures must compile in RE2 (linear time, no backreferences or look-around):
+    they run on every diagnosis, the bot's included."""
+    import re2
+
+    opts = re2.Options()
+    opts.case_sensitive = False
+    opts.max_mem = 8 << 20
+    errors = []
+    for i, sig in enumerate(entry.signatures):
+        try:
+            re2.compile(sig, opts)
+        except Exception as exc:  # noqa: BLE001 - re2 raises its own error type
+            where = lines.line("signatures", i) if lines else None
+            errors.append(EntryError(path, where, f"signature {sig[:80]!r} is not a linear-time (RE2) pattern "
+                                     f"({str(exc)[:80]}); team signatures may not use backreferences or "
+                                     "look-around"))
+    return errors
 
 
 def load_yaml(path: Path, finder: Finder | None = None) -> tuple[Entry | None, list[EntryError]]:
     """One entry file, with the loader's own parsing and rules, as a team entry."""
-    entry, errors = load_entry_file(path, examples=True, finder=finder)
+    entry, errors = load_entry_file(path, examples=False, finder=finder)
     if entry is not None:
         entry.origin, entry.path = "team", ""
+        errors = _re2_signatures(entry, path) or check_examples(entry, None, finder)
+        if errors:
+            entry = None
     return entry, errors
 
 
