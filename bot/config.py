@@ -219,11 +219,23 @@ def _validate(data: Any, schema: Mapping[str, Any], prefix: str, out: dict[str, 
                 continue
             _validate(value, spec, f"{name}.", out[key], problems)
             continue
+        if isinstance(value, str) and _looks_secret(value):
+            problems.append(f"{name}: this value looks like a secret (a token or key); secrets are not "
+                            "read from the file: put it in the environment (systemd EnvironmentFile, a "
+                            "Kubernetes Secret)")
+            continue
         normalised, error = spec[0](value)
         if error:
             problems.append(f"{name}: {error} (got {value!r})")
         else:
             out[key] = normalised
+
+
+def _looks_secret(value: str) -> bool:
+    """A value the log redactor would hide (Slack/GitHub/AWS/HF tokens, private keys ...)."""
+    from collectors.redact import redact
+
+    return redact(value) != value
 
 
 def _cross_checks(values: dict[str, Any], problems: list[str]) -> None:

@@ -43,6 +43,9 @@ def test_example_documents_every_key():
     ("ssh:\n  concurency: 4\n", "ssh.concurency: unknown key"),
     ("ssh:\n  connect_timeout: -1\n", "ssh.connect_timeout: must be > 0"),
     ("slack:\n  bot_token: xoxb-1\n", "set the environment variable SLACK_BOT_TOKEN"),
+    # a secret under a key that is not a secret's: refused, and never echoed back
+    ("slack:\n  post_channel: \"xoxb-123456789012-123456789012-AbCdEfGhIjKlMnOpQrStUvWx\"\n",
+     "slack.post_channel: this value looks like a secret"),
     ("lang: fr\n", "lang: must be one of"),
     ("preflight:\n  disk_warn_pct: 99\n  disk_critical_pct: 90\n", "preflight.disk_warn_pct"),
     ("ssh: [1, 2\n", "not valid YAML"),
@@ -55,6 +58,7 @@ def test_bad_config_names_the_key_and_fix(tmp_path, content, needle):
     assert needle in str(err.value)
     proc = cli(["config", "check", str(path)], tmp_path)
     assert proc.returncode == 1 and needle in proc.stderr and "Traceback" not in proc.stderr
+    assert "AbCdEfGhIjKlMnOp" not in proc.stderr + proc.stdout
 
 
 def test_environment_overrides_the_file_and_flags_override_both(tmp_path):
