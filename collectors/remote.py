@@ -169,6 +169,10 @@ class SSHSettings:
 MAX_SESSIONS = 8  # channels at once on one connection; sshd allows 10 by default (MaxSessions)
 
 
+MAX_OUTPUT = 32 * 1024 * 1024  # bytes of one collector's stdout kept (its end: the newest lines)
+MAX_STDERR = 1024 * 1024
+
+
 @dataclass
 class _Running:
     index: int
@@ -179,6 +183,7 @@ class _Running:
     deadline: float
     out: bytearray = field(default_factory=bytearray)
     err: bytearray = field(default_factory=bytearray)
+    dropped: int = 0  # bytes of stdout dropped from the front (only the last MAX_OUTPUT are kept)
 
 
 @dataclass
@@ -263,19 +268,27 @@ class Connection:
                 chan = run.chan
                 while chan.recv_ready():
                     run.out += chan.recv(65536)
+                    if len(run.out) > 2 * MAX_OUTPUT:  # a flooding node: keep its last MAX_OUTPUT bytes
+                        run.dropped += len(run.out) - MAX_OUTPUT
+                        del run.out[:len(run.out) - MAX_OUTPUT]
                     progressed = True
                 while chan.recv_stderr_ready():
                     run.err += chan.recv_stderr(65536)
+                    if len(run.err) > MAX_STDERR:
+                        del run.err[:len(run.err) - MAX_STDERR]
                     progressed = True
                 done = chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()
                 late = time.monotonic() > run.deadline
                 if done or late:
                     code = None if late and not done else chan.recv_exit_status()
                     chan.close()
+                    if len(run.out) > MAX_OUTPUT:
+                        run.dropped += len(run.out) - MAX_OUTPUT
+                        del run.out[:len(run.out) - MAX_OUTPUT]
                     results[run.index] = CommandResult(
                         run.name, run.command, code, run.out.decode("utf-8", "replace"),
-                        run.err.decode("utf-8", "replace"), round(time.monotonic() - run.started, 3),
-                        late and not done or code == 124)
+                        _dropped_note(run.dropped) + run.err.decode("utf-8", "replace"),
+                        round(time.monotonic() - run.started, 3), late and not done or code == 124)
                     active.remove(run)
                     progressed = True
             if not progressed:
@@ -365,6 +378,59 @@ def collect_nodes(nodes: Sequence[str], collectors: Sequence[Collector], *, sett
     return {node: results[node] for node in nodes}
 
 
+def _dropped_note(dropped: int) -> str:
+    return (f"gpu-triage: the output was over {MAX_OUTPUT >> 20} MB; its first {dropped} bytes were dropped "
+            "and the last part kept\n") if dropped else ""
+
+
+def _run_bounded(command: str, timeout: float) -> tuple[int | None, bytes, bytes, int, bool]:
+    """Run ``sh -c command`` here, keeping only the last MAX_OUTPUT bytes of stdout (and MAX_STDERR
+    of stderr) however much it prints; killed at ``timeout``."""
+    import selectors
+
+    proc = subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err, dropped = bytearray(), bytearray(), 0
+    deadline = time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, "out")
+    sel.register(proc.stderr, selectors.EVENT_READ, "err")
+    open_streams = 2
+    timed_out = False
+    while open_streams:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            proc.kill()
+            break
+        for key, _ in sel.select(timeout=min(left, 0.5)):
+            chunk = os.read(key.fileobj.fileno(), 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                open_streams -= 1
+                continue
+            if key.data == "out":
+                out += chunk
+                if len(out) > 2 * MAX_OUTPUT:
+                    dropped += len(out) - MAX_OUTPUT
+                    del out[:len(out) - MAX_OUTPUT]
+            else:
+                err += chunk
+                if len(err) > MAX_STDERR:
+                    del err[:len(err) - MAX_STDERR]
+    sel.close()
+    if len(out) > MAX_OUTPUT:
+        dropped += len(out) - MAX_OUTPUT
+        del out[:len(out) - MAX_OUTPUT]
+    try:
+        code = proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return (None if timed_out else code), bytes(out), bytes(err), dropped, timed_out
+
+
 def collect_local(collectors: Sequence[Collector], node: str | None = None) -> NodeResult:
     """Run the collectors on this machine (``gpu-triage collect --local``)."""
     result = NodeResult(node or socket.gethostname().split(".")[0])
@@ -379,14 +445,10 @@ def collect_local(collectors: Sequence[Collector], node: str | None = None) -> N
             result.results.append(CommandResult(col.name, f"(in process) {col.command[:60]}", code, out, err,
                                                 round(time.monotonic() - t0, 3)))
             continue
-        try:
-            proc = subprocess.run(["sh", "-c", col.command], capture_output=True, timeout=col.timeout)
-            res = CommandResult(col.name, col.command, proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                                proc.stderr.decode("utf-8", "replace"), round(time.monotonic() - t0, 3))
-        except subprocess.TimeoutExpired as exc:
-            res = CommandResult(col.name, col.command, None, (exc.stdout or b"").decode("utf-8", "replace"),
-                                (exc.stderr or b"").decode("utf-8", "replace"), round(time.monotonic() - t0, 3), True)
-        result.results.append(res)
+        code, out, err, dropped, timed_out = _run_bounded(col.command, col.timeout)
+        result.results.append(CommandResult(col.name, col.command, code, out.decode("utf-8", "replace"),
+                                            _dropped_note(dropped) + err.decode("utf-8", "replace"),
+                                            round(time.monotonic() - t0, 3), timed_out))
     _summarise(result)
     result.seconds = round(time.monotonic() - started, 3)
     return result

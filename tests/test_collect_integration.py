@@ -153,3 +153,24 @@ def test_large_job_collects_through_srun(slurm_running_job, tmp_path, data_dir):
         node = bundle.nodes[slurm_running_job.node]
         assert set(node.outputs) == {"df", "free", "ulimit-l"}
         assert "Mem:" in node.outputs["free"] and node.meta["df"]["exit"] == 0
+
+
+def test_a_flooding_node_is_kept_to_its_last_part(cluster, monkeypatch):
+    """A node that prints far more than a collector should (a kernel log flooded by a looping driver)
+    is read to the end but only its last MAX_OUTPUT bytes are kept, and the result says so."""
+    from collectors import remote
+    from collectors.remote import Connection
+
+    monkeypatch.setattr(remote, "MAX_OUTPUT", 100_000)
+    flood = "i=0; while [ $i -lt 60000 ]; do echo \"line $i of a flooding kernel log\"; i=$((i+1)); done"
+    conn = Connection(SSHSettings(str(cluster.ssh_config), connect_timeout=5), "node01").open()
+    try:
+        res = conn.run("kernel-log", flood, timeout=60)
+    finally:
+        conn.close()
+    assert res.exit == 0 and len(res.stdout) <= 100_000
+    assert res.stdout.rstrip().endswith("line 59999 of a flooding kernel log")
+    assert "bytes were dropped" in res.stderr
+    # the same bound on this machine (collect --local)
+    code, out, err, dropped, timed_out = remote._run_bounded(flood, 60)
+    assert code == 0 and len(out) <= 100_000 and dropped > 0 and out.rstrip().endswith(b"line 59999 of a flooding kernel log")
