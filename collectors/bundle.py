@@ -14,6 +14,7 @@ reason), ``job_info`` (what the resolver learned) and ``tool`` (the version that
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -28,6 +29,8 @@ from collectors.remote import NodeResult
 FORMAT = 1
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 MAX_MEMBER = 4 * 1024 ** 3
+MAX_TOTAL = 8 * 1024 ** 3  # a bundle that unpacks to more is refused (a small archive can expand hugely)
+MAX_NODE_FILE = 64 * 1024 ** 2  # a collector's output (gpu-triage writes at most 32 MB of it)
 
 
 class BundleError(Exception):
@@ -131,6 +134,7 @@ class Bundle:
 
 def _extract(path: Path) -> str:
     tmp = tempfile.mkdtemp(prefix="gpu-triage-replay-")
+    total = 0
     try:
         with tarfile.open(path, "r:*") as tar:
             for member in tar.getmembers():
@@ -143,6 +147,12 @@ def _extract(path: Path) -> str:
                     raise BundleError(f"{path}: member {member.name!r} is not a plain file; refusing it")
                 if member.size > MAX_MEMBER:
                     raise BundleError(f"{path}: member {member.name!r} is larger than 4 GB")
+                if parts[0] != "log" and len(parts) > 1 and member.size > MAX_NODE_FILE:
+                    raise BundleError(f"{path}: member {member.name!r} is {member.size >> 20} MB; a collector's "
+                                      f"output in a bundle is at most {MAX_NODE_FILE >> 20} MB")
+                total += member.size
+                if total > MAX_TOTAL:
+                    raise BundleError(f"{path}: it unpacks to more than {MAX_TOTAL >> 30} GB; refusing it")
                 target = Path(tmp, *parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with tar.extractfile(member) as src, open(target, "wb") as out:
@@ -166,35 +176,67 @@ def read_bundle(path: str | Path) -> Bundle:
     if path.is_file():
         tmp = _extract(path)
         root = Path(tmp)
+    try:
+        return _open(path, root, tmp)
+    except BaseException:
+        if tmp:  # a refused bundle leaves nothing unpacked behind
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _open(path: Path, root: Path, tmp: str | None) -> "Bundle":
     manifest_path = root / "manifest.json"
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
         raise BundleError(f"{path} has no manifest.json; it is not a gpu-triage bundle") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
         raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{path}: manifest.json must be an object with format, nodes and collectors")
     if manifest.get("format") != FORMAT:
         raise BundleError(f"{path}: bundle format {manifest.get('format')!r} is not supported (this version reads {FORMAT})")
     statuses = manifest.get("node_status") or {}
+    if not isinstance(statuses, dict):
+        statuses = {}
     nodes: dict[str, NodeOutput] = {}
     for node in manifest.get("nodes") or []:
+        if not isinstance(node, str) or not _SAFE_NAME.fullmatch(node):
+            raise BundleError(f"{path}: manifest names a node {str(node)[:80]!r} that is not a plain name")
         st = statuses.get(node) or {}
-        nodes[node] = NodeOutput(node, st.get("status", "ok"), st.get("detail", ""))
-    for key, meta in (manifest.get("collectors") or {}).items():
-        node, _, fname = key.partition("/")
+        st = st if isinstance(st, dict) else {}
+        nodes[node] = NodeOutput(node, str(st.get("status", "ok")), str(st.get("detail", "")))
+    collectors = manifest.get("collectors") or {}
+    if not isinstance(collectors, dict):
+        raise BundleError(f"{path}: manifest.json's collectors must be an object")
+    base = root.resolve()
+    for key, meta in collectors.items():
+        node, _, fname = str(key).partition("/")
+        # "<node>/<collector>.txt" and nothing else: no "..", no absolute or nested paths
+        if not (_SAFE_NAME.fullmatch(node) and _SAFE_NAME.fullmatch(fname)):
+            raise BundleError(f"{path}: manifest entry {str(key)[:80]!r} is not '<node>/<file>'; refusing it")
         if node not in nodes:
             nodes[node] = NodeOutput(node, "ok", "")
         fpath = root / node / fname
-        if fpath.is_file():
-            nodes[node].outputs[fname[:-4] if fname.endswith(".txt") else fname] = \
-                fpath.read_text(encoding="utf-8", errors="replace")
-            nodes[node].meta[fname[:-4]] = meta
-    logs = sorted((root / "log").glob("*")) if (root / "log").is_dir() else []
+        if fpath.is_symlink() or not fpath.is_file() or base not in fpath.resolve().parents:
+            continue
+        nodes[node].outputs[fname[:-4] if fname.endswith(".txt") else fname] = _read_capped(fpath)
+        nodes[node].meta[fname[:-4]] = meta if isinstance(meta, dict) else {}
+    logs = sorted(p for p in (root / "log").glob("*") if p.is_file() and not p.is_symlink()) \
+        if (root / "log").is_dir() else []
     return Bundle(root, manifest, nodes, logs, tmp)
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def _read_capped(path: Path) -> str:
+    """A collector's output, its last MAX_NODE_FILE bytes at most (a hand-made bundle can hold more)."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_NODE_FILE:
+            fh.seek(size - MAX_NODE_FILE)
+        return fh.read(MAX_NODE_FILE).decode("utf-8", errors="replace")
 
 
 def node_results_from_outputs(node: str, outputs: Iterable[tuple[str, str, str, int | None, float]]) -> NodeResult:

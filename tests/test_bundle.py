@@ -85,6 +85,50 @@ def test_hostile_tar_is_refused(tmp_path):
         read_bundle(tmp_path / "notabundle")
 
 
+@pytest.mark.parametrize("key", ["../kernel-log.txt", "gpu01//etc/passwd", "gpu01/../../etc/passwd", "/etc/passwd"])
+def test_a_manifest_entry_outside_the_bundle_is_refused(tmp_path, key):
+    folder = write_bundle(tmp_path / "b", sample_nodes())
+    (tmp_path / "kernel-log.txt").write_text("NVRM: Xid (PCI:0000:3b:00): 79, outside the bundle\n")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["collectors"][key] = {"command": "x", "exit": 0}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="is not '<node>/<file>'"):
+        read_bundle(folder)
+
+
+def test_a_refused_archive_leaves_nothing_unpacked(tmp_path, monkeypatch):
+    import tempfile
+
+    from collectors import bundle as bmod
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    archive = write_bundle(tmp_path / "b.tar.gz", sample_nodes())
+    monkeypatch.setattr(bmod, "FORMAT", 99)  # this version no longer reads format 1
+    with pytest.raises(BundleError, match="not supported"):
+        read_bundle(archive)
+    assert not list(scratch.iterdir())
+    # an archive that would unpack past the total cap is refused while unpacking, and cleaned up
+    monkeypatch.setattr(bmod, "FORMAT", 1)
+    monkeypatch.setattr(bmod, "MAX_TOTAL", 1000)
+    with pytest.raises(BundleError, match="unpacks to more than"):
+        read_bundle(archive)
+    assert not list(scratch.iterdir())
+
+
+def test_a_huge_collector_file_is_read_to_its_last_part(tmp_path, monkeypatch):
+    from collectors import bundle as bmod
+
+    folder = write_bundle(tmp_path / "b", sample_nodes())
+    monkeypatch.setattr(bmod, "MAX_NODE_FILE", 2000)
+    kernel = folder / "gpu07" / "kernel-log.txt"
+    kernel.write_text("x" * 10_000 + "\nNVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
+    with read_bundle(folder) as b:
+        text = b.nodes["gpu07"].outputs["kernel-log"]
+    assert len(text) == 2000 and text.endswith("fallen off the bus.\n")
+
+
 def test_srun_output_is_split_per_node():
     cols = [collectors()["kernel-log"]]
     argv = srun_argv("job-77", 2, cols)
