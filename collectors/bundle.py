@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from collectors.redact import redact, redact_stream
 from collectors.remote import NodeResult
 
 FORMAT = 1
@@ -41,6 +42,15 @@ def _safe(name: str, what: str) -> str:
     if not _SAFE.match(name) or name in (".", ".."):
         raise BundleError(f"{what} {name!r} cannot be a file name in a bundle")
     return name
+
+
+def _open_log(path: Path):
+    """A log to copy into a bundle, decompressed when it is gzip (so its text can be redacted)."""
+    import gzip
+
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
 def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str | None = None,
@@ -68,9 +78,10 @@ def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str 
             ndir.mkdir(exist_ok=True)
             for res in result.results:
                 name = _safe(res.name, "collector name")
-                (ndir / f"{name}.txt").write_text(res.stdout, encoding="utf-8")
+                # secrets (a token in a `ps` command line, a password in a log) never reach the bundle
+                (ndir / f"{name}.txt").write_text(redact(res.stdout), encoding="utf-8")
                 if res.stderr:
-                    (ndir / f"{name}.err").write_text(res.stderr, encoding="utf-8")
+                    (ndir / f"{name}.err").write_text(redact(res.stderr), encoding="utf-8")
                 manifest["collectors"][f"{node}/{name}.txt"] = {
                     "command": res.command, "exit": res.exit, "seconds": res.seconds, "timed_out": res.timed_out}
         if logs:
@@ -81,9 +92,10 @@ def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str 
                 if not target.name.endswith(".txt"):
                     target = target.with_name(target.name + ".txt")
                 if isinstance(content, Path):
-                    shutil.copyfile(content, target)
+                    with _open_log(content) as src, open(target, "wb") as out:
+                        redact_stream(src, out)
                 else:
-                    target.write_text(content, encoding="utf-8")
+                    target.write_text(redact(content), encoding="utf-8")
         (work / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
         if as_tar:
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ _TOKENS = [
     r"\bhf_[A-Za-z0-9]{20,}",  # Hugging Face tokens
     r"\bsk-[A-Za-z0-9_-]{20,}",  # OpenAI-style keys
     r"hooks\.slack\.com/services/[A-Za-z0-9/]+",
+    r"\bglpat-[A-Za-z0-9_-]{20,}",  # GitLab personal access tokens
 ]
 
 # key=value secrets: keep the key, mask the value.
@@ -35,18 +36,25 @@ _KEYED = (
 )
 
 _BEARER = r"(?i)(?P<key>\b(?:bearer|authorization:\s*basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{8,})"
+# command-line flags and bare key/value pairs separated by a space: --password hunter2,
+# aws_secret_access_key wJalr..., and cookies: "Cookie: session=..."
+_FLAG = (r"(?i)(?P<key>(?:--?[a-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key|secret[_-]?key|access[_-]?key)|"
+         r"\baws_secret_access_key|\baws_session_token)\s+)(?P<val>[^\s-][^\s]*)")
+_COOKIE = r"(?i)(?P<key>\b(?:set-)?cookie:\s*)(?P<val>[^\r\n]+)"
 _URL_PASS = r"(?P<key>[a-z][a-z0-9+.-]*://[^/\s:@]+:)(?P<val>[^/\s@]+)(?=@)"
 
 _TOKEN_RE = re.compile("|".join(_TOKENS))
 _KEYED_RE = re.compile(_KEYED)
 _BEARER_RE = re.compile(_BEARER)
+_FLAG_RE = re.compile(_FLAG)
+_COOKIE_RE = re.compile(_COOKIE)
 _URL_PASS_RE = re.compile(_URL_PASS)
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 
 # Cheap gate: most lines hold none of these, so the substitutions never run on them.
 _HINTS = ("xox", "xapp-", "gh", "akia", "asia", "hf_", "sk-", "hooks.slack", "secret", "passw", "pwd",
-          "bearer", "basic", "://", "-----begin")
+          "bearer", "basic", "://", "-----begin", "glpat-", "cookie:", "-token", "-key", "_token")
 _KV = re.compile(r"(?:key|token)[\"']?\s*[=:]")
 
 
@@ -81,6 +89,8 @@ class Redactor:
         line = _URL_PASS_RE.sub(_keep_key, line)
         line = _BEARER_RE.sub(_keep_key, line)
         line = _KEYED_RE.sub(_keep_key, line)
+        line = _FLAG_RE.sub(_keep_key, line)
+        line = _COOKIE_RE.sub(_keep_key, line)
         return line
 
 
@@ -88,3 +98,30 @@ def redact(text: str) -> str:
     """Redact a block of text (several lines)."""
     r = Redactor()
     return "\n".join(r(line) for line in text.split("\n"))
+
+
+_CHUNK_GATE = re.compile("|".join(re.escape(h) for h in _HINTS) + r"|key|token", re.IGNORECASE)
+
+
+def redact_stream(src, dest, chunk: int = 1 << 20) -> None:
+    """Copy a (possibly multi-GB) text stream with its secrets masked: a chunk with no hint of a
+    secret is copied as it is; the others go line by line through one Redactor."""
+    r = Redactor()
+    carry = b""
+    while True:
+        data = src.read(chunk)
+        if not data:
+            break
+        data = carry + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        carry, data = data[cut + 1:], data[:cut + 1]
+        text = data.decode("utf-8", "replace")
+        if not r._in_pem and not _CHUNK_GATE.search(text):
+            dest.write(data)
+            continue
+        dest.write("".join(r(ln) + "\n" for ln in text[:-1].split("\n")).encode("utf-8"))
+    if carry:
+        dest.write(r(carry.decode("utf-8", "replace")).encode("utf-8"))

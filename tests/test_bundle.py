@@ -169,3 +169,23 @@ def test_a_local_bundle_without_gpus_says_what_was_not_checked(tmp_path, data_di
         assert doc["message"].startswith("No confident cause: nothing in the collected node evidence")
     lines = [w for w in doc["warnings"] if "command not installed" in w]
     assert len(lines) == 1 and not any("command not found on the node" in w for w in doc["warnings"])
+
+
+def test_secrets_never_reach_the_bundle(tmp_path):
+    """A token on a `ps` command line and a password in the job's log (plain or gzip) are masked
+    before the bundle is written, as the README promises."""
+    import gzip
+
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWx"
+    ps = f"  4711 python train.py --hf-token {token} --password hunter2 --max-tokens 100\n"
+    nodes = {"gpu01": node("gpu01", [("processes", ps, 0)])}
+    log = tmp_path / "job.log"
+    log.write_text(f"export HF_TOKEN={token}\nRuntimeError: CUDA error: out of memory\n")
+    zipped = tmp_path / "job2.log.gz"
+    with gzip.open(zipped, "wt") as fh:
+        fh.write("Cookie: session=s3cr3tcookie\nNCCL WARN NET/IB : Got completion from peer\n")
+    folder = write_bundle(tmp_path / "b", nodes, logs={"job.log": log, "job2.log.gz": zipped})
+    stored = "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+    assert token not in stored and "hunter2" not in stored and "s3cr3tcookie" not in stored
+    assert "--max-tokens 100" in stored and "RuntimeError: CUDA error: out of memory" in stored
+    assert "NCCL WARN NET/IB" in stored  # the gzip log was stored as text
