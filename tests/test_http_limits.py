@@ -150,3 +150,50 @@ def test_a_request_failing_the_signature_check_is_logged_without_its_body(caplog
     said = "\n".join(r.getMessage() for r in caplog.records)
     assert "Invalid request signature" in said and "body not logged" in said
     assert "SECRET" not in said and "hunter2" not in said
+
+
+def test_a_replayed_signed_request_runs_once():
+    """The same signed request three times (an attacker replaying it within Slack's five minutes, or
+    a retry of what was already acked): it is acknowledged each time and run once."""
+    import urllib.request
+
+    from slack_fakes import signed_headers
+
+    from slack_bolt.authorization import AuthorizeResult
+
+    secret = "8f742231b10e8888abcd99yyyzzz85a5"
+
+    def authorize(**_kw):  # one workspace, no Web API call (nothing to reach here)
+        return AuthorizeResult(enterprise_id=None, team_id="T1", bot_token="xoxb-test", bot_id="B1",
+                               bot_user_id="UBOT")
+
+    app = App(signing_secret=secret, authorize=authorize)
+    runs = []
+
+    @app.command("/diagnose")
+    def on_command(ack, command):
+        ack()
+        runs.append(command["text"])
+
+    srv = make_server(app, "127.0.0.1", 0)
+    serve_in_thread(srv)
+    url = f"http://127.0.0.1:{srv.server_address[1]}/slack/events"
+    body = b"command=%2Fdiagnose&text=job-123&team_id=T1&user_id=U1&channel_id=C1&response_url=http%3A%2F%2F127.0.0.1%3A1%2F"
+    headers = {**signed_headers(secret, body), "Content-Type": "application/x-www-form-urlencoded"}
+    try:
+        codes = []
+        for _ in range(3):
+            req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                codes.append(resp.status)
+        assert codes == [200, 200, 200] and runs == ["job-123"]
+        # a request that fails the signature check is not remembered: it cannot block the real one
+        bad = {**headers, "X-Slack-Signature": "v0=" + "0" * 64}
+        req = urllib.request.Request(url, data=body, headers=bad, method="POST")
+        try:
+            urllib.request.urlopen(req, timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 401
+    finally:
+        srv.shutdown()
+        srv.server_close()

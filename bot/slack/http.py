@@ -41,7 +41,40 @@ def _connection_cap() -> int:
     return max(16, min(MAX_CONNECTIONS, int(soft) - FD_HEADROOM))
 
 
+class _Replays:
+    """Signatures of verified requests for Slack's five-minute window: a request signed the same
+    way again is a replay. Bounded: the oldest are forgotten first."""
+
+    WINDOW = 300.0
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def seen(self, signature: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            t = self._seen.get(signature)
+            return t is not None and now - t < self.WINDOW
+
+    def add(self, signature: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._seen[signature] = now
+            if len(self._seen) > self.MAX:
+                for key in list(self._seen)[: len(self._seen) - self.MAX]:
+                    del self._seen[key]
+            while self._seen:
+                oldest = next(iter(self._seen))
+                if now - self._seen[oldest] < self.WINDOW:
+                    break
+                del self._seen[oldest]
+
+
 def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> ThreadingHTTPServer:
+    replays = _Replays()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         timeout = IDLE_TIMEOUT  # socket timeout: a connection that stops sending is dropped
@@ -100,7 +133,15 @@ def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
                 return
             body = self.rfile.read(length).decode("utf-8", "replace")
             headers = {k.lower(): [v] for k, v in self.headers.items()}
+            signature = self.headers.get("X-Slack-Signature") or ""
+            if signature and replays.seen(signature):
+                # the same signed request again (a replay, or Slack retrying what was already acked):
+                # acknowledged, not run twice
+                self._send(200, b"", {"Content-Type": "text/plain"})
+                return
             response = app.dispatch(BoltRequest(body=body, query=parsed.query, headers=headers))
+            if signature and response.status != 401:
+                replays.add(signature)  # only requests Bolt verified are remembered
             self._send(response.status, (response.body or "").encode("utf-8"), response.headers)
 
     server = _Server((host, port), Handler)
