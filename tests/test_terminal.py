@@ -61,3 +61,18 @@ def test_chinese_labels_use_full_width_colons(engine, monkeypatch):
     head = render(engine, log, "zh", 80, monkeypatch)[:8]
     assert head[0].startswith("可能原因：")
     assert any(r.strip().startswith("先执行：") for r in head)
+
+
+def test_control_sequences_in_a_log_never_reach_the_terminal(engine, monkeypatch):
+    # a log line (or a node's output) carrying a screen clear, a title change and a bidi override
+    text = ("\x1b[2J\x1b]0;owned\x07RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB "
+            "\u202egnp.evil\n")
+    from bot.render import markdown
+
+    doc = as_dict(engine.diagnose_text(text), lang="en")
+    monkeypatch.setenv("COLUMNS", "120")
+    buf = io.StringIO()
+    terminal.render(doc, file=buf)
+    for out in (buf.getvalue(), markdown.render(doc)):
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+        assert "\\x1b[2J" in out or "CUDA out of memory" in out

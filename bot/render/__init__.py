@@ -113,6 +113,23 @@ def _what(attrs: dict[str, Any], lang: str) -> str:
     return f"{label} ({where})" if where else label
 
 
+# C0/C1 controls (ESC starts terminal sequences: clear screen, set title) and the bidi overrides
+# (RLO and friends reorder what a reader sees) are shown as visible escapes, never sent raw
+_UNSAFE = __import__("re").compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: Any) -> Any:
+    """``value`` (a reply document or any part of it) with every string made safe to print."""
+    if isinstance(value, str):
+        return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                           else f"\\u{ord(m.group()):04x}", value)
+    if isinstance(value, dict):
+        return {k: printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    return value
+
+
 def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
     """"Look at rank 17 (gpu03): ..." from the JSON's culprit, or None."""
     c = doc.get("culprit")

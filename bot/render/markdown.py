@@ -64,6 +64,9 @@ def _summary(doc: dict[str, Any], lang: str) -> list[str]:
 
 
 def render(doc: dict[str, Any]) -> str:
+    from bot.render import printable
+
+    doc = printable(doc)
     lang = doc["lang"]
     out = [f"# {t('heading', lang)}", ""]
     esc = doc.get("escalation")

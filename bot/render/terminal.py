@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from bot.messages import t
-from bot.render import culprit_line, first_error_also, first_error_label, nodes_line
+from bot.render import culprit_line, first_error_also, first_error_label, nodes_line, printable
 from bot.render.markdown import _estimate_line
 
 TIER_STYLE = {"self": "green", "remote": "cyan", "onsite": "yellow", "vendor": "magenta"}
@@ -38,6 +38,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
 
     from rich.cells import cell_len
 
+    doc = printable(doc)  # nothing a log or a node printed reaches the terminal as a control sequence
     console = Console(file=file, highlight=False)
     width = console.width
     lang = doc["lang"]
