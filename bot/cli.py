@@ -325,7 +325,9 @@ def _diagnose(args) -> int:
                     from knowledge.store import data_dir
 
                     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-                    path = str(data_dir(args.data_dir) / "bundles" / f"incident-{plan.job or 'nodes'}-{stamp}.tar.gz")
+                    from bot.investigate import bundle_name
+
+                    path = str(data_dir(args.data_dir) / "bundles" / bundle_name(plan.job, stamp))
                 from bot.investigate import save
 
                 save(plan, results, path)

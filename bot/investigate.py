@@ -21,7 +21,8 @@ from collectors.bundle import write_bundle
 from collectors.fanout import SRUN_CUTOVER, collect_via_srun
 from collectors.registry import Collector, collectors
 from collectors.remote import Connection, NodeResult, SSHError, SSHSettings, collect_local, collect_nodes, login_runner
-from collectors.resolve import JobInfo, ResolveError, SlurmResolver, expand_hostlist, load_inventory, local_runner
+from collectors.resolve import (JobInfo, ResolveError, SlurmResolver, check_node, expand_hostlist, load_inventory,
+                               local_runner)
 
 
 @dataclass
@@ -58,6 +59,10 @@ def select_collectors(only: str | None = None, timeout: float | None = None) -> 
 def plan(*, job: str | None = None, nodes: str | None = None, inventory: str | None = None,
          settings: SSHSettings, login: str | None = None, fetch_logs: bool = True) -> Plan:
     """Resolve what to collect from: an inventory entry, a Slurm job, or a node expression."""
+    if login:
+        # the login node is a host name like any node's: never options or shell words (an SSH
+        # config's `Match exec` or ProxyCommand would hand it to a shell)
+        check_node(login)
     if inventory and job:
         targets = load_inventory(inventory)
         if job in targets:
@@ -205,6 +210,15 @@ def stderr_progress(stream=None) -> Callable[[str, str, str], None]:
 def local_collection(cols: Sequence[Collector]) -> dict[str, NodeResult]:
     result = collect_local(cols)
     return count_collection({result.node: result})
+
+
+def bundle_name(job: str | None, stamp: str) -> str:
+    """``incident-<job>-<stamp>.tar.gz`` with the job reduced to a plain name: an inventory entry
+    called ``../../x`` must not write outside the bundles folder."""
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", job or "nodes").lstrip(".")[:64] or "nodes"
+    return f"incident-{slug}-{stamp}.tar.gz"
 
 
 def save(p: Plan, results: dict[str, NodeResult], dest: str | os.PathLike) -> Path:

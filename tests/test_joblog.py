@@ -70,3 +70,19 @@ def test_only_the_end_of_a_huge_log_is_copied(tmp_path, monkeypatch):
     logs, notes, _ = inv.fetch_job_logs(job(tmp_path, log.name, os.getuid()), SETTINGS, None)
     copied = list(logs.values())[0].read_text()
     assert len(copied) == 1000 and copied.endswith("fallen off the bus.\n") and "last" in notes[0]
+
+
+def test_a_login_node_must_be_a_host_name():
+    import pytest
+
+    from collectors.resolve import ResolveError
+
+    for bad in ("-oProxyCommand=touch /tmp/x", "login01;id", "$(id)", "login 01"):
+        with pytest.raises(ResolveError, match="not a valid node name"):
+            inv.plan(job="123", settings=SETTINGS, login=bad)
+
+
+def test_a_bundle_is_named_inside_the_bundles_folder():
+    assert inv.bundle_name("../../etc/cron.d/x", "20261203") == "incident-_.._etc_cron.d_x-20261203.tar.gz"
+    assert "/" not in inv.bundle_name("a/b", "1") and inv.bundle_name(None, "1") == "incident-nodes-1.tar.gz"
+    assert inv.bundle_name("llm-pretrain", "1") == "incident-llm-pretrain-1.tar.gz"

@@ -223,7 +223,7 @@ def default_collect(ctx: BotContext, *, job: str | None, nodes: str | None, prog
     results = inv.run_collection(plan, inv.select_collectors(), settings=settings, login=cfg.login_node,
                                  progress=progress)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    dest = data_dir(cfg.data_dir) / "bundles" / f"incident-{plan.job or 'nodes'}-{stamp}.tar.gz"
+    dest = data_dir(cfg.data_dir) / "bundles" / inv.bundle_name(plan.job, stamp)
     return inv.save(plan, results, dest)
 
 
