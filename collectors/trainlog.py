@@ -20,6 +20,7 @@ import gzip
 import io
 import os
 import re
+import stat
 import sys
 import time
 import zlib
@@ -1507,7 +1508,23 @@ def _expand(paths: Sequence[str]) -> list[str]:
             out.extend(found)
         else:
             out.append(p)
-    return out
+    kept = []
+    for p in out:
+        if p == "-":
+            kept.append(p)
+            continue
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):
+            # a FIFO would block forever waiting for a writer; a device reads without end
+            if p in paths:
+                raise InputError(f"{p}: not a regular file (a pipe, socket or device); save the log to a file, "
+                                 f"or pipe it in with '-'")
+            continue  # found in a folder: skipped
+        kept.append(p)
+    return kept
 
 
 # --------------------------------------------------------------------------------------------

@@ -495,3 +495,16 @@ def test_an_xid_line_with_its_pci_id_hidden_is_still_that_xid():
     r = parse_text("kernel: NVRM: Xid (PCI:...): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 11 (0x00000004)\n"
                    "NVRM: Xid (PCI:<redacted>): 48, pid=2211, name=python3, An uncorrectable double bit error\n")
     assert [(f.attrs["code"], f.attrs["pci"]) for f in kinds(r, "xid")] == [(145, None), (48, None)]
+
+
+def test_a_fifo_or_device_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "job.log"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        parse_paths([str(fifo)])
+    with pytest.raises(InputError, match="not a regular file"):
+        parse_paths(["/dev/zero"])
+    # a FIFO inside a folder of logs is skipped, the real log is read
+    (tmp_path / "rank0.log").write_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    r = parse_paths([str(tmp_path)])
+    assert [os.path.basename(s) for s in r.sources] == ["rank0.log"]
