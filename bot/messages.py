@@ -22,8 +22,8 @@ TEXT: dict[str, dict[str, str]] = {
                         "zh": "重点排查 {who}：其他 rank 都在该集合通信上超时，只有它没有报告"},
     "culprit.first-error": {"en": "Look at {who}: it failed first with its own error",
                             "zh": "重点排查 {who}：它最先因自身错误失败"},
-    "first_error_order": {"en": "First error in file order (the logs' times cannot be compared)",
-                          "zh": "按文件顺序最早的错误（各日志的时间无法比较）"},
+    "first_error_order": {"en": "First error in file order", "zh": "按文件顺序最早的错误"},
+    "first_error_in_log": {"en": "First error in the log", "zh": "日志中最早的错误"},
     "first_error_also": {"en": "within {secs} s on {where} (clocks may differ by that much): {line}",
                          "zh": "{secs} 秒内 {where} 也报错（时钟可能相差这么多）：{line}"},
     "first_error_note": {

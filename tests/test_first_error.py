@@ -75,3 +75,14 @@ def test_names_that_say_a_rank_or_a_host():
     assert rank_and_node_from_name("gpu-node-017.out") == (None, "gpu-node-017")
     assert rank_and_node_from_name("slurm-123_4.out") == (None, None)  # an array task is not a rank
     assert rank_and_node_from_name("train.log") == (None, None)
+
+
+def test_the_label_never_claims_time_the_times_cannot_back():
+    from bot.render import first_error_label
+
+    timed = {"basis": "time"}
+    untimed = {"basis": "file-order"}
+    assert first_error_label(timed, "en", 3) == "First error in time"
+    assert first_error_label(untimed, "en", 1) == "First error in the log"
+    assert first_error_label(untimed, "en", 64) == "First error in file order"
+    assert first_error_label(untimed, "zh", 64) == "按文件顺序最早的错误"

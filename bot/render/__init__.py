@@ -139,9 +139,12 @@ def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
     return t(f"culprit.{c['reason']}", lang, who=who)
 
 
-def first_error_label(fe: dict[str, Any] | None, lang: str) -> str:
-    """"First error in time", or "... in file order" when the logs' times could not be compared."""
-    return t("first_error_order" if fe and fe.get("basis") == "file-order" else "first_error", lang)
+def first_error_label(fe: dict[str, Any] | None, lang: str, sources: int = 1) -> str:
+    """"First error in time"; with no comparable times, "First error in the log" for one log and
+    "First error in file order" across several: never a claim about time the times cannot back."""
+    if fe and fe.get("basis") == "file-order":
+        return t("first_error_order" if sources > 1 else "first_error_in_log", lang)
+    return t("first_error", lang)
 
 
 def first_error_also(fe: dict[str, Any] | None, lang: str) -> str | None:

@@ -383,7 +383,7 @@ def _first_error(out: _Blocks, doc: dict[str, Any], lang: str) -> None:
     block, cut = code_block(fe.get("line", ""))
     out.overflow |= cut
     where = _esc_clip(_where(fe, lang), 300)[0]
-    text = f"*{escape(first_error_label(fe, lang))}*" + (f" — _{where}_" if where else "") + "\n" + block
+    text = f"*{escape(first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or [])))}*" + (f" — _{where}_" if where else "") + "\n" + block
     also = first_error_also(fe, lang)
     if also:
         text += "\n" + escape(also)

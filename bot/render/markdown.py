@@ -123,7 +123,7 @@ def render(doc: dict[str, Any]) -> str:
                                     f"{fe.get('source')}:{fe['line_no']}") if x)
         from bot.render import first_error_also, first_error_label
 
-        out += [f"## {first_error_label(fe, lang)}", "", who, "", _fence(fe["line"]), ""]
+        out += [f"## {first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or []))}", "", who, "", _fence(fe["line"]), ""]
         also = first_error_also(fe, lang)
         if also:
             out += [also, ""]

@@ -107,7 +107,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
             where(t("evidence", lang), ev, 2)
             clipped(ev["line"], 4, "cyan")
         if fe and not (ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no")):
-            where(first_error_label(fe, lang), fe, 2)
+            where(first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or [])), fe, 2)
             clipped(fe["line"], 4, "red")
         also = first_error_also(fe, lang)
         if also:
@@ -130,7 +130,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     else:
         line(Text(doc["message"], style="bold yellow"))
         if fe:
-            where(first_error_label(fe, lang), fe, 2)
+            where(first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or [])), fe, 2)
             clipped(fe["line"], 4, "red")
     console.print(Text("─" * min(width, 80), style="dim"))
 
@@ -200,7 +200,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     if fe and causes:
         ev = causes[0]["evidence"][0] if causes[0]["evidence"] else None
         if ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no"):
-            line(Text.assemble((f"{first_error_label(fe, lang)}{colon}", "bold"), t("first_error_is_evidence", lang)))
+            line(Text.assemble((f"{first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or []))}{colon}", "bold"), t("first_error_is_evidence", lang)))
     s = doc["stats"]
     if fe and (len(s["sources"]) > 1 or fe.get("rank") is not None):
         line(Text(t("first_error_note", lang), style="dim"))
