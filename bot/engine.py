@@ -7,6 +7,7 @@ or Block Kit.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 # a shell's "command not found" as the collector's whole output (sh: 1: ethtool: not found)
-_NOT_FOUND = __import__("re").compile(r"^(?:\S*sh|bash): (?:\d+: )?[\w.-]+: (?:command )?not found$")
+_NOT_FOUND = re.compile(r"^(?:\S*sh|bash): (?:\d+: )?[\w.-]+: (?:command )?not found$")
 
 
 def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:

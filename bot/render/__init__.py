@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bot.messages import GENERIC_STEPS, pick, t
+from collectors.resolve import NODE_NAME
 
 
 def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
@@ -66,7 +68,7 @@ def _commands(diagnosis, cause, lang: str) -> list[dict[str, Any]]:
         if log:
             for ph in _LOG_PLACEHOLDERS:
                 cmd = cmd.replace(ph, shlex.quote(shown[log]))
-        if node and "<node>" in cmd and _HOSTNAME.fullmatch(node):
+        if node and "<node>" in cmd and NODE_NAME.match(node):
             cmd = cmd.replace("<node>", node)
         item = {"command": cmd, "why": pick(c.get("why"), lang)}
         if cmd != c["command"]:
@@ -82,9 +84,6 @@ def _as_user_named(path: str) -> str:
     if any(p.startswith(("gpu-triage-slack-", "gpu-triage-joblog-")) for p in parts[:-1]):
         return parts[-1]
     return path
-
-
-_HOSTNAME = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 
 
 def _support(block: dict[str, Any] | None, entry, lang: str) -> dict[str, Any]:
@@ -115,7 +114,7 @@ def _what(attrs: dict[str, Any], lang: str) -> str:
 
 # C0/C1 controls (ESC starts terminal sequences: clear screen, set title) and the bidi overrides
 # (RLO and friends reorder what a reader sees) are shown as visible escapes, never sent raw
-_UNSAFE = __import__("re").compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(value: Any) -> Any:
@@ -137,6 +136,13 @@ def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
         return None
     who = ", ".join(x for x in (f"rank {c['rank']}" if c.get("rank") is not None else "", c.get("node") or "") if x)
     return t(f"culprit.{c['reason']}", lang, who=who)
+
+
+def first_error_is_evidence(doc: dict[str, Any]) -> bool:
+    """The top cause's first evidence line is the first error: say it once."""
+    fe, causes = doc.get("first_error"), doc.get("causes") or []
+    ev = causes[0]["evidence"][0] if causes and causes[0].get("evidence") else None
+    return bool(fe and ev and (ev.get("source"), ev.get("line_no")) == (fe.get("source"), fe.get("line_no")))
 
 
 def first_error_label(fe: dict[str, Any] | None, lang: str, sources: int = 1) -> str:

@@ -21,7 +21,8 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from bot.messages import t
-from bot.render import culprit_line, first_error_also, first_error_label, markdown, nodes_line
+from bot.render import (culprit_line, first_error_also, first_error_is_evidence, first_error_label, markdown,
+                        nodes_line)
 from bot.render.markdown import _estimate_line
 from knowledge.loader import CATEGORIES
 
@@ -376,9 +377,7 @@ def _first_error(out: _Blocks, doc: dict[str, Any], lang: str) -> None:
     fe = doc.get("first_error")
     if not fe:
         return
-    causes = doc.get("causes") or []
-    ev = causes[0]["evidence"][0] if causes and causes[0].get("evidence") else None
-    if ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no"):
+    if first_error_is_evidence(doc):
         return  # the evidence line above is the first error: said once
     block, cut = code_block(fe.get("line", ""))
     out.overflow |= cut

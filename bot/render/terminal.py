@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from bot.messages import t
-from bot.render import culprit_line, first_error_also, first_error_label, nodes_line, printable
+from bot.render import (culprit_line, first_error_also, first_error_is_evidence, first_error_label, nodes_line,
+                        printable)
 from bot.render.markdown import _estimate_line
 
 TIER_STYLE = {"self": "green", "remote": "cyan", "onsite": "yellow", "vendor": "magenta"}
@@ -106,7 +107,7 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
         if ev:
             where(t("evidence", lang), ev, 2)
             clipped(ev["line"], 4, "cyan")
-        if fe and not (ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no")):
+        if fe and not first_error_is_evidence(doc):
             where(first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or [])), fe, 2)
             clipped(fe["line"], 4, "red")
         also = first_error_also(fe, lang)
@@ -197,10 +198,10 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
              indent=2, style="dim")
     console.print()
     _nodes(line, doc, Text)
-    if fe and causes:
-        ev = causes[0]["evidence"][0] if causes[0]["evidence"] else None
-        if ev and ev.get("source") == fe.get("source") and ev.get("line_no") == fe.get("line_no"):
-            line(Text.assemble((f"{first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or []))}{colon}", "bold"), t("first_error_is_evidence", lang)))
+    if first_error_is_evidence(doc):
+        sources = len((doc.get("stats") or {}).get("sources") or [])
+        label = first_error_label(fe, lang, sources)
+        line(Text.assemble((f"{label}{colon}", "bold"), t("first_error_is_evidence", lang)))
     s = doc["stats"]
     if fe and (len(s["sources"]) > 1 or fe.get("rank") is not None):
         line(Text(t("first_error_note", lang), style="dim"))
