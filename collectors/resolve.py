@@ -12,12 +12,13 @@ commands are built as argument lists from validated values only.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 JOB_ID = re.compile(r"^(\d{1,12})(?:_(\d{1,9}))?(?:\.(\d{1,9}|batch|extern))?$")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -157,18 +158,51 @@ def _gpus_from_tres(tres: str | None) -> int | None:
 SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "StdOut", "StdErr", "UID")
 
 
+# A shell prompt before a pasted command (``$ sacct ...``, ``user@fe1:~$ sacct -b``), or the
+# dashes under a fixed-width table's header.
+_PROMPT = re.compile(r"^\s*(?:\S*[$#%>]\s+)(?:sudo\s+)?(?:sacct|squeue|scontrol)\b")
+_DASHES = re.compile(r"^\s*-+(?:\s+-+)*\s*$")
+
+
+def table_rows(text: str, fields: Sequence[str] = ()) -> list[dict[str, str]]:
+    """The rows of a Slurm table: parsable (``-P``/``--parsable2``, ``|`` between cells; the header,
+    when there is one, names the columns, else ``fields`` does) or the default fixed-width layout
+    (a header line, then a line of dashes whose runs give each column's span; the last column runs
+    to the end of the line). A cell that ends in ``+`` was cut to the column's width. Prompt lines
+    of a pasted session are skipped."""
+    lines = [line.rstrip() for line in text.splitlines()
+             if line.strip() and not _PROMPT.match(line)]
+    rows: list[dict[str, str]] = []
+    if any("|" in line for line in lines):
+        cols = list(fields)
+        for line in lines:
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) < 2:
+                continue
+            if cells[0] in ("JobID", "JOBID", "JobId"):
+                cols = cells
+                continue
+            rows.append(dict(zip(cols, cells)))
+        return rows
+    for i, line in enumerate(lines[1:], 1):
+        if not _DASHES.match(line):
+            continue
+        spans = [(m.start(), m.end()) for m in re.finditer(r"-+", line)]
+        spans[-1] = (spans[-1][0], 1 << 20)
+        header = [lines[i - 1][a:b].strip() for a, b in spans]
+        for body in lines[i + 1:]:
+            if _DASHES.match(body):
+                continue
+            rows.append(dict(zip(header, (body[a:b].strip() for a, b in spans))))
+        break
+    return rows
+
+
 def parse_sacct(text: str, job_id: str, fields: Sequence[str] = SACCT_FIELDS) -> JobInfo | None:
-    """Parsable (``-P``) sacct rows for the job; a header line, when present, names the columns."""
-    cols_of = list(fields)
+    """sacct rows for the job (parsable or fixed-width: :func:`table_rows`); the allocation row
+    (no step suffix) speaks for the job."""
     best = None
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split("|")]
-        if len(cells) < 2:
-            continue
-        if cells[0] == "JobID":
-            cols_of = cells
-            continue
-        row = dict(zip(cols_of, cells))
+    for row in table_rows(text, fields):
         jid = row.get("JobID", "").split(".")[0]
         if jid != job_id:
             continue
@@ -196,16 +230,46 @@ def local_runner(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, 
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def nodes_from_environment(job_id: str, env: Mapping[str, str]) -> list[str]:
+    """The job's nodes from the environment Slurm gives its epilogs and the job itself
+    (``SLURM_JOB_NODELIST``), when that environment is the named job's; otherwise ``[]``.
+
+    While ``EpilogSlurmctld`` runs, ``scontrol show job`` says ``JobState=COMPLETING`` with an empty
+    ``NodeList=``; the epilog's own environment still names the nodes.
+    """
+    nodelist = (env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "").strip()
+    if not nodelist:
+        return []
+    ids = {env.get("SLURM_JOB_ID"), env.get("SLURM_JOBID")}
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        ids.add(f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}")
+    if job_id not in ids:
+        return []
+    try:
+        return expand_hostlist(nodelist)
+    except ResolveError:
+        return []
+
+
 class SlurmResolver:
     """Ask Slurm which nodes ran a job. ``runner`` runs an argument list (locally by default,
-    or on a login node over SSH: see ``collectors.remote.login_runner``)."""
+    or on a login node over SSH: see ``collectors.remote.login_runner``).
 
-    def __init__(self, runner: Runner | None = None, where: str = "this machine"):
+    The nodes come from, in order: the environment when it is the job's own (an epilog's
+    ``SLURM_JOB_NODELIST``), ``scontrol show job``, then ``sacct``'s NodeList (a job that has left
+    the controller's memory, or one completing with an empty NodeList).
+    """
+
+    def __init__(self, runner: Runner | None = None, where: str = "this machine",
+                 env: Mapping[str, str] | None = None):
         self.runner = runner or local_runner
         self.where = where
+        self.env = os.environ if env is None else env
+        self._sacct_err = ""
 
     def resolve(self, job: str) -> JobInfo:
         job_id = parse_job_id(job)
+        env_nodes = nodes_from_environment(job_id, self.env)
         code, out, err = self.runner(["scontrol", "show", "job", job_id])
         if code == 127:
             raise ResolveError(f"scontrol is not installed on {self.where}; run gpu-triage on the login node, "
@@ -214,22 +278,30 @@ class SlurmResolver:
             fields = parse_scontrol_job(out)
             nodelist = fields.get("NodeList")
             nodes = expand_hostlist(nodelist) if nodelist and nodelist != "(null)" else []
+            source = "scontrol"
+            if env_nodes:
+                nodes, source = env_nodes, "environment+scontrol"
+            elif not nodes:  # completing: the controller has let go of the nodes; accounting has not
+                acct = self._sacct(job_id)
+                if acct is not None and acct.nodes:
+                    nodes, source = acct.nodes, "scontrol+sacct"
             return JobInfo(job_id=job_id, nodes=nodes, state=fields.get("JobState"),
                            exit_code=fields.get("ExitCode"), reason=fields.get("Reason"),
                            stdout=_path(fields.get("StdOut")), stderr=_path(fields.get("StdErr")),
                            work_dir=_path(fields.get("WorkDir")),
                            num_gpus=_gpus_from_tres(fields.get("AllocTRES") or fields.get("TRES")),
-                           uid=_uid(fields.get("UserId")), source="scontrol", raw=fields)
+                           uid=_uid(fields.get("UserId")), source=source, raw=fields)
         # finished jobs leave scontrol after MinJobAge: ask the accounting database
-        scode, sout, serr = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format",
-                                         ",".join(SACCT_FIELDS)])
-        info = parse_sacct(sout, job_id) if scode == 0 else None
-        if info is None:  # older Slurm has no StdOut/StdErr fields in sacct
-            short = SACCT_FIELDS[:4]
-            scode2, sout2, _ = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format", ",".join(short)])
-            info = parse_sacct(sout2, job_id, short) if scode2 == 0 else None
+        info = self._sacct(job_id)
         if info is not None:
+            if env_nodes:
+                info.nodes, info.source = env_nodes, "environment+sacct"
             return info
+        if env_nodes:  # Slurm does not answer for the job, but the job's own environment names its nodes
+            uid = (self.env.get("SLURM_JOB_UID") or "").strip()
+            return JobInfo(job_id=job_id, nodes=env_nodes, exit_code=self.env.get("SLURM_JOB_EXIT_CODE2"),
+                           uid=int(uid) if uid.isdigit() else None, source="environment")
+        serr = self._sacct_err
         detail = (err or serr or "").strip().splitlines()
         why = f" ({detail[-1]})" if detail else ""
         said = f"{err}\n{serr}".lower()
@@ -239,6 +311,18 @@ class SlurmResolver:
                                "and retry, or name the nodes with --nodes")
         raise ResolveError(f"Slurm on {self.where} does not know job {job_id}{why}; check the ID with "
                            "squeue/sacct, or name the nodes with --nodes")
+
+    def _sacct(self, job_id: str) -> JobInfo | None:
+        """The job's allocation row from the accounting database (``-P``), or None."""
+        scode, sout, serr = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format",
+                                         ",".join(SACCT_FIELDS)])
+        self._sacct_err = serr
+        info = parse_sacct(sout, job_id) if scode == 0 else None
+        if info is None:  # older Slurm has no StdOut/StdErr fields in sacct
+            short = SACCT_FIELDS[:4]
+            scode2, sout2, _ = self.runner(["sacct", "-j", job_id, "-P", "-n", "-X", "--format", ",".join(short)])
+            info = parse_sacct(sout2, job_id, short) if scode2 == 0 else None
+        return info
 
 
 # Slurm's texts for a controller or slurmdbd it cannot reach (slurm_strerror, sacct)

@@ -112,3 +112,72 @@ def test_post_needs_job_and_token(tmp_path):
     assert proc.returncode == 2 and "--job" in proc.stderr
     proc = cli(["diagnose", "--job", "1", "--post", "C1"], tmp_path, env={"SLACK_BOT_TOKEN": ""})
     assert proc.returncode == 1 and "SLACK_BOT_TOKEN" in proc.stderr
+
+
+def test_epilog_slurmctld_in_the_foreground_posts_once(slurm, cluster, slack_api, tmp_path):
+    """The shipped epilog run by the real slurmctld as its EpilogSlurmctld, in the foreground: while it
+    runs, `scontrol show job` says COMPLETING with an empty NodeList, and the nodes come from the
+    epilog's environment (SLURM_JOB_NODELIST). A failed job is posted exactly once; a job that
+    succeeded is not posted."""
+    import shlex
+    import time
+    import uuid
+
+    from conftest_cluster import SLURM_PREFIX, _run as slurm_run, _unavailable
+    from conftest_slack import BOT_TOKEN, CHANNEL_ID
+
+    armed_dir = SLURM_PREFIX / "etc" / "epilog-armed"
+    if not armed_dir.is_dir():  # a cluster started by an older setup.sh: bring its configuration up to date
+        subprocess.run(["bash", str(ROOT / "tests" / "slurm" / "setup.sh")], capture_output=True, timeout=120)
+    if not armed_dir.is_dir():
+        _unavailable("Slurm", "the test cluster has no EpilogSlurmctld hook: run tests/slurm/setup.sh as root")
+    cfg = _config_with_alias(cluster, slurm.node, tmp_path)
+    work = tmp_path / "jobs"
+    work.mkdir()
+    work.chmod(0o777)
+    names, results = {}, {}
+    for outcome, code in (("failed", 1), ("ok", 0)):
+        name = f"gt-epilog-{outcome}-{uuid.uuid4().hex[:8]}"
+        res = tmp_path / f"hook-{outcome}"
+        res.mkdir()
+        settings = {
+            "SLURM_CONF": os.environ["SLURM_CONF"], "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
+            "GPU_TRIAGE_TEST_EPILOG": str(EPILOG), "GPU_TRIAGE_TEST_RESULTS": str(res),
+            "GPU_TRIAGE_ENV_FILE": str(tmp_path / "no-env-file"), "GPU_TRIAGE_POST_CHANNEL": CHANNEL_ID,
+            "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": slack_api.url,
+            "GPU_TRIAGE_DATA_DIR": str(tmp_path / "data"), "GPU_TRIAGE_SSH_CONFIG": str(cfg),
+            "GPU_TRIAGE_COMMAND_TIMEOUT": "5", "GPU_TRIAGE_EPILOG_DETACH": "0",
+            "GPU_TRIAGE_EPILOG_LOG": str(tmp_path / "epilog.log"), "GPU_TRIAGE_BIN": _gpu_triage_bin(tmp_path),
+        }
+        (armed_dir / name).write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in settings.items()))
+        names[outcome], results[outcome] = name, res
+    try:
+        for outcome, code in (("failed", 1), ("ok", 0)):
+            wrap = ('echo "RuntimeError: CUDA error: out of memory" 1>&2; exit 1' if code else "echo done")
+            sub = slurm_run("sbatch", "--parsable", "--job-name", names[outcome], "-D", str(work),
+                            "-o", str(work / "slurm-%j.out"), "-e", str(work / "slurm-%j.err"), "--wrap", wrap)
+            assert sub.returncode == 0, sub.stderr
+            names[outcome] = (names[outcome], sub.stdout.strip().split(";")[0])
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all((r / "exit").exists() for r in results.values()):
+            time.sleep(0.5)
+    finally:
+        for outcome, name in names.items():
+            (armed_dir / (name[0] if isinstance(name, tuple) else name)).unlink(missing_ok=True)
+    log = tmp_path / "epilog.log"
+    said = log.read_text() if log.exists() else "(no epilog log)"
+    assert all((r / "exit").exists() for r in results.values()), f"the epilogs did not finish: {said}"
+    failed_env = (results["failed"] / "environment").read_text()
+    assert "SLURM_SCRIPT_CONTEXT=epilog_slurmctld" in failed_env and f"SLURM_JOB_NODELIST={slurm.node}" in failed_env
+    # what the controller says while its epilog runs: the reason the nodes come from the environment
+    seen = (results["failed"] / "scontrol").read_text()
+    assert "JobState=COMPLETING" in seen and " NodeList= " in seen, seen
+    job_id = names["failed"][1]
+    posts = slack_api.calls("chat.postMessage")
+    assert len(posts) == 1, said
+    blocks = posts[0].params["blocks"]
+    text = blocks if isinstance(blocks, str) else json.dumps(blocks)
+    assert job_id in text and slurm.node in text, text[:2000]
+    assert f"job {job_id}: diagnose --post exited 0" in said
+    assert f"job {names['ok'][1]}" not in said   # the successful job's epilog did nothing

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from collectors.resolve import (ResolveError, SlurmResolver, expand_hostlist, load_inventory, parse_job_id,
-                                parse_sacct, parse_scontrol_job)
+                                parse_sacct, parse_scontrol_job, table_rows)
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 
@@ -54,6 +54,54 @@ def test_sacct_real_captures():
                        fields=("JobID", "State", "ExitCode"))
     assert info.state == "FAILED" and info.exit_code == "127:0" and info.nodes == []
     assert parse_sacct((FIX / "sacct" / "01.txt").read_text(), "999") is None
+
+
+def test_sacct_default_fixed_width_table():
+    # sacct without -P: a header, a line of dashes, columns cut to width ('2681683_420+' is the batch step)
+    text = (FIX / "sacct" / "02.txt").read_text()
+    rows = table_rows(text)
+    assert [r["JobID"] for r in rows] == ["2681683_420", "2681683_420+"]
+    assert rows[0] == {"JobID": "2681683_420", "JobName": "entropy.sh", "State": "FAILED", "ExitCode": "1:0"}
+    info = parse_sacct(text, "2681683_420")
+    assert info.state == "FAILED" and info.exit_code == "1:0"
+    # the prompt line of a pasted parsable session is not a row
+    assert parse_sacct((FIX / "sacct" / "03.txt").read_text(), "1655360",
+                       fields=("JobID", "State", "ExitCode")).exit_code == "127:0"
+
+
+# `scontrol show job -o` while EpilogSlurmctld runs (captured on the one-node test Slurm 22.05.8):
+# the job is COMPLETING and the controller has already let go of its nodes.
+COMPLETING = ("JobId=42 JobName=probe-1 UserId=root(0) GroupId=root(0) JobState=COMPLETING Reason=NonZeroExitCode "
+              "ExitCode=3:0 NodeList= BatchHost=vm NumNodes=1 NumCPUs=1 StdErr=/tmp/o-42.out StdOut=/tmp/o-42.out")
+
+
+def test_a_completing_job_takes_its_nodes_from_the_epilog_environment():
+    calls = []
+
+    def runner(argv):
+        calls.append(argv[0])
+        return (0, COMPLETING, "") if argv[0] == "scontrol" else (1, "", "sacct: error: accounting disabled")
+
+    env = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld"}
+    info = SlurmResolver(runner, env=env).resolve("42")
+    assert info.nodes == ["gpu07", "gpu08"] and info.state == "COMPLETING" and info.uid == 0
+    assert info.stderr == "/tmp/o-42.out" and info.source == "environment+scontrol"
+    # another job's environment (diagnosing job 41 from inside job 42's epilog) is not used
+    assert SlurmResolver(runner, env={**env, "SLURM_JOB_ID": "41"}).resolve("42").nodes == []
+    # an array task is named by its array job and task ids
+    array_env = {"SLURM_JOB_ID": "1300", "SLURM_ARRAY_JOB_ID": "1234", "SLURM_ARRAY_TASK_ID": "5",
+                 "SLURM_JOB_NODELIST": "gpu01"}
+    assert SlurmResolver(runner, env=array_env).resolve("1234_5").nodes == ["gpu01"]
+
+
+def test_a_completing_job_without_environment_asks_accounting():
+    def runner(argv):
+        if argv[0] == "scontrol":
+            return 0, COMPLETING, ""
+        return 0, "42|COMPLETING|3:0|gpu[07-08]|/tmp/o-42.out|/tmp/o-42.out|0\n", ""
+
+    info = SlurmResolver(runner, env={}).resolve("42")
+    assert info.nodes == ["gpu07", "gpu08"] and info.source == "scontrol+sacct"
 
 
 def test_slurm_resolver_uses_scontrol_then_sacct():

@@ -80,7 +80,9 @@ cat >"$NEW_CONF" <<CONF
 # Written by gpu-triage tests/slurm/setup.sh: a one-node test cluster on loopback. Do not use in production.
 ClusterName=gputriage
 SlurmctldHost=$NODE(127.0.0.1)
-SlurmUser=slurm
+# slurmctld (and so EpilogSlurmctld) runs as root here, not as a 'slurm' user: the epilog test runs
+# gpu-triage from the Python that runs the tests, which may live in root's home (pyenv).
+SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$MUNGE_SOCKET
@@ -110,11 +112,39 @@ ReturnToService=2
 # job that already failed (the default, 300 s, is shorter than a slow CI run).
 MinJobAge=86400
 MpiDefault=none
+# The controller's epilog, as the README recommends deploying gpu-triage's: a hook that does nothing
+# unless a test has armed it for the job's name (tests/test_epilog.py runs the shipped epilog through it).
+EpilogSlurmctld=$CONF_DIR/epilog-slurmctld.sh
 # Bind slurmctld and slurmd to 127.0.0.1 (SlurmctldHost and NodeAddr below), not to every address.
 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 $NODE_LINE NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 CONF
+
+# The EpilogSlurmctld hook: slurmctld runs it as SlurmUser with the job's SLURM_* environment. A test arms
+# it by writing $CONF_DIR/epilog-armed/<job name>: shell assignments of the epilog's settings, the script
+# to run (GPU_TRIAGE_TEST_EPILOG) and a folder for what the hook saw (GPU_TRIAGE_TEST_RESULTS: the job's
+# SLURM_* environment, `scontrol show job` while the epilog runs, the script's exit status). Any other
+# job's epilog is a no-op.
+install -d -m 0755 "$CONF_DIR/epilog-armed"
+cat >"$CONF_DIR/epilog-slurmctld.sh.new" <<'HOOK'
+#!/bin/bash
+# Written by gpu-triage tests/slurm/setup.sh: the test cluster's EpilogSlurmctld hook.
+armed="$(dirname "$0")/epilog-armed/${SLURM_JOB_NAME:-}"
+case "${SLURM_JOB_NAME:-}" in ''|*[!A-Za-z0-9_-]*) exit 0 ;; esac
+[ -r "$armed" ] || exit 0
+set -a
+. "$armed"
+set +a
+[ -n "${GPU_TRIAGE_TEST_EPILOG:-}" ] && [ -n "${GPU_TRIAGE_TEST_RESULTS:-}" ] || exit 0
+env | grep '^SLURM_' | sort >"$GPU_TRIAGE_TEST_RESULTS/environment" 2>/dev/null || true
+scontrol show job -o "${SLURM_JOB_ID:-}" >"$GPU_TRIAGE_TEST_RESULTS/scontrol" 2>&1 || true
+bash "$GPU_TRIAGE_TEST_EPILOG"
+echo "$?" >"$GPU_TRIAGE_TEST_RESULTS/exit.new" && mv "$GPU_TRIAGE_TEST_RESULTS/exit.new" "$GPU_TRIAGE_TEST_RESULTS/exit"
+exit 0
+HOOK
+chmod 0755 "$CONF_DIR/epilog-slurmctld.sh.new"
+mv "$CONF_DIR/epilog-slurmctld.sh.new" "$CONF_DIR/epilog-slurmctld.sh"
 
 CHANGED=0
 if ! cmp -s "$NEW_CONF" "$CONF"; then
