@@ -130,11 +130,3 @@ def pcie_attrs(gpu: int, gen: int | None, max_gen: int | None, width: int | None
         degraded = True
     attrs["degraded"] = degraded
     return attrs
-
-
-_PROMPT = re.compile(r"^(?:.{0,80}?[$#>%]\s*)?(?:sudo\s+)?(?:nvidia-smi|iostat|ps)(?:\s|$)")
-
-
-def is_prompt(line: str) -> bool:
-    """A pasted shell prompt or bare command line ahead of the output (``$ nvidia-smi``)."""
-    return bool(_PROMPT.match(line))

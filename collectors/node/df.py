@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "df"
@@ -65,14 +66,14 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     unparsed: list[str] = []
     if not text.strip():
-        return [], ["empty output: df printed nothing"]
+        return [], [_text.note("empty output: df printed nothing")]
     inodes = False
     unit_bytes: int | None = None   # None: human sizes; else the block size of a -P/-k table
     pending: tuple[str, int] | None = None  # a device name alone on its line (wrapped row)
     # Rows kept per table, so that bind mounts repeating a row can be dropped.
     seen: dict[tuple, Finding] = {}
     lines = text.splitlines()
-    for line_no, raw in enumerate(lines, 1):
+    for line_no, raw in _text.lines(text, ("df",)):
         line = raw.strip()
         if not line:
             continue

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "ethtool-S"
@@ -41,9 +42,9 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     unparsed: list[str] = []
     if not text.strip():
-        return [], ["empty output: no interfaces other than lo, or ethtool printed nothing"]
+        return [], [_text.note("empty output: no interfaces other than lo, or ethtool printed nothing")]
     iface = "unknown"
-    for line_no, raw in enumerate(text.splitlines(), 1):
+    for line_no, raw in _text.lines(text, ("ethtool",), commands=True):
         line = raw.strip()
         if not line:
             continue
@@ -55,7 +56,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
             continue
         low = line.lower()
         if any(w in low for w in _NO_STATS):
-            unparsed.append(f"{iface}: {line}")
+            unparsed.append(_text.note(f"{iface}: {line}"))
             continue
         m = _COUNTER.match(line)
         if not m:

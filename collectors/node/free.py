@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "free"
@@ -43,13 +44,13 @@ def _mib(value: str) -> float | int | None:
 def parse(text: str) -> tuple[list[Finding], list[str]]:
     unparsed: list[str] = []
     if not text.strip():
-        return [], ["empty output: free printed nothing"]
+        return [], [_text.note("empty output: free printed nothing")]
     columns: list[str] = []
     mem: dict[str, float | int] = {}
     swap: dict[str, float | int] = {}
     cache_row: dict[str, float | int] = {}
     mem_line: tuple[str, int] | None = None
-    for line_no, raw in enumerate(text.splitlines(), 1):
+    for line_no, raw in _text.lines(text, ("free",)):
         line = raw.strip()
         if not line:
             continue

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "ibstat"
@@ -49,7 +50,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     unparsed: list[str] = []
     if not text.strip():
-        return [], ["empty output: ibstat printed nothing (no RDMA devices, or ibstat not installed)"]
+        return [], [_text.note("empty output: ibstat printed nothing (no RDMA devices, or ibstat not installed)")]
     device: str | None = None
     port: Finding | None = None
 
@@ -63,7 +64,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
             unparsed.append(f"{port.attrs['device']} port {port.attrs['port']}: no state printed (output cut?)")
         port = None
 
-    for line_no, raw in enumerate(text.splitlines(), 1):
+    for line_no, raw in _text.lines(text, ("ibstat",)):
         line = raw.strip()
         if not line:
             continue
@@ -73,7 +74,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
             device = m.group(1)
             continue
         if _ERROR.match(line):
-            unparsed.append(line)
+            unparsed.append(_text.note(line))  # ibstat says what it could not read: not a parse failure
             continue
         m = _PORT.match(line)
         if m and device is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
-from collectors.node._nv import is_prompt
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "iostat"
@@ -31,12 +31,12 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     tables: list[tuple[list[str], list[tuple[int, str, list[str]]]]] = []
     columns: list[str] | None = None
     in_cpu = False
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in _text.lines(text, ("iostat",)):
         line = raw.strip()
         if not line:
             in_cpu = False
             continue
-        if is_prompt(line) or _BANNER.match(line) or _TIME.match(line):
+        if _BANNER.match(line) or _TIME.match(line):
             continue
         if line.startswith("avg-cpu"):
             in_cpu = True

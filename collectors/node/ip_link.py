@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "ip-link"
@@ -40,9 +41,9 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     unparsed: list[str] = []
     if not text.strip():
-        return [], ["empty output: ip printed no interfaces"]
+        return [], [_text.note("empty output: ip printed no interfaces")]
     last: Finding | None = None
-    for line_no, raw in enumerate(text.splitlines(), 1):
+    for line_no, raw in _text.lines(text, ("ip",)):
         line = raw.strip()
         if not line:
             continue

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.kernel_patterns import KERNEL_RULES
 from collectors.registry import Collector
 from collectors.trainlog import clean_line
@@ -48,14 +49,14 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     unparsed: list[str] = []
     extra = 0
     if not text.strip():
-        return [], ["empty output: the kernel log could not be read (dmesg restricted and no journal access?)"]
-    for line_no, raw in enumerate(text.splitlines(), 1):
+        return [], [_text.note("empty output: the kernel log could not be read (dmesg restricted and no journal access?)")]
+    for line_no, raw in _text.lines(text, ("dmesg", "journalctl")):
         line = raw.strip()
         if not line:
             continue
         low_line = line.lower()
         if low_line.startswith(("dmesg:", "journalctl:")) or any(w in low_line for w in _NOT_READABLE):
-            unparsed.append(f"kernel log not readable: {line}")
+            unparsed.append(_text.note(f"kernel log not readable: {line}"))
             continue
         if _JOURNAL_MARK.match(line):
             continue

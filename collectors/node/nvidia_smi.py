@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
-from collectors.node._nv import integer, is_prompt
+from collectors.node import _text
+from collectors.node._nv import integer
 from collectors.registry import Collector
 
 NAME = "nvidia-smi"
@@ -52,7 +53,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
         findings.append(finding)
         return finding
 
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in _text.lines(text, ("nvidia-smi",)):
         line = raw.rstrip()
         if not line.strip() or _STRUCTURAL.match(line) or _TIMESTAMP.match(line.strip()):
             continue
@@ -75,7 +76,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
             if _LOST.search(line):
                 add("gpu-lost", {"text": line.strip()}, line, no)
             else:
-                unparsed.append(f"nvidia-smi could not check the GPUs: {line.strip()}")
+                unparsed.append(_text.note(f"nvidia-smi could not check the GPUs: {line.strip()}"))
             continue
         if "Processes:" in line:
             in_processes = True
@@ -135,8 +136,6 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
                     current = None  # later rows (MIG device tables) are not this GPU's
                     continue
             # Other table rows: column titles, MIG mode, MIG device tables.
-            continue
-        if is_prompt(line):
             continue
         unparsed.append(line)
 

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from collectors.findings import Finding
-from collectors.node._nv import THERMAL_REASONS, integer, is_missing, is_prompt, number, pcie_attrs, \
+from collectors.node import _text
+from collectors.node._nv import THERMAL_REASONS, integer, is_missing, number, pcie_attrs, \
     problem_reasons, throttle_label, yes_no
 from collectors.registry import Collector
 
@@ -76,10 +77,10 @@ def _read(text: str) -> tuple[dict[str, _Entry], list[_Gpu], list[str]]:
     stack: list[tuple[int, str]] = []  # (indent, heading) of open sections inside the GPU
     current: _Gpu | None = None
     lines = text.splitlines()
-    for no, raw in enumerate(lines, 1):
+    for no, raw in _text.lines(text, ("nvidia-smi",)):
         line = raw.rstrip().expandtabs(4)
         stripped = line.strip()
-        if not stripped or _BANNER.match(stripped) or is_prompt(stripped):
+        if not stripped or _BANNER.match(stripped):
             continue
         indent = len(line) - len(line.lstrip())
         heading = _GPU_HEADING.match(stripped)

@@ -13,7 +13,8 @@ import csv
 import re
 
 from collectors.findings import Finding
-from collectors.node._nv import integer, is_missing, is_prompt, number, pcie_attrs, problem_reasons, \
+from collectors.node import _text
+from collectors.node._nv import integer, is_missing, number, pcie_attrs, problem_reasons, \
     throttle_reasons, yes_no
 from collectors.registry import Collector
 
@@ -70,9 +71,9 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     drivers: set[str] = set()
     header_seen = False
 
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in _text.lines(text, ("nvidia-smi",)):
         line = raw.strip()
-        if not line or is_prompt(line):
+        if not line:
             continue
         cells = [c.strip() for c in next(csv.reader([line], skipinitialspace=True), [])]
         if _is_header(cells):

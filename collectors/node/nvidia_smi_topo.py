@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
-from collectors.node._nv import is_prompt
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "nvidia-smi-topo"
@@ -63,10 +63,10 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     last_row: dict | None = None
     in_legend = False
 
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in _text.lines(text, ("nvidia-smi",)):
         line = raw.rstrip()
         stripped = line.strip()
-        if not stripped or is_prompt(stripped):
+        if not stripped:
             continue
         if stripped.startswith(("Legend", "NIC Legend")):
             in_legend = True

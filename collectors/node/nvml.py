@@ -15,6 +15,7 @@ from pathlib import Path
 
 from collectors import nvml_probe
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.node._nv import pcie_attrs, problem_reasons, throttle_reasons
 from collectors.registry import Collector
 
@@ -60,11 +61,11 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     data = _load(text)
     if data is None:
         lines = [l for l in text.splitlines() if l.strip()]
-        return [], lines or ["NVML not checked: the probe printed nothing"]
+        return [], lines or [_text.note("NVML not checked: the probe printed nothing")]
     status = data.get("status")
     if status != "ok":
         reason = data.get("reason") or f"status {status!r}"
-        return [], [f"NVML not checked: {reason}"]
+        return [], [_text.note(f"NVML not checked: {reason}")]
 
     findings: list[Finding] = []
     notes: list[str] = []

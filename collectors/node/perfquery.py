@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "perfquery"
@@ -45,9 +46,9 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     unparsed: list[str] = []
     if not text.strip():
-        return [], ["empty output: perfquery printed nothing"]
+        return [], [_text.note("empty output: perfquery printed nothing")]
     device = "local port"
-    for line_no, raw in enumerate(text.splitlines(), 1):
+    for line_no, raw in _text.lines(text, ("perfquery",)):
         line = raw.strip()
         if not line:
             continue
@@ -56,7 +57,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
             device = f"lid {m.group(1)} port {m.group(2)}"
             continue
         if _ERROR.match(line):
-            unparsed.append(line)
+            unparsed.append(_text.note(line))
             continue
         m = _COUNTER.match(line)
         if m:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from collectors.findings import Finding
-from collectors.node._nv import is_prompt
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "processes"
@@ -61,18 +61,18 @@ def _is_worker_of(child: _Proc, parent: _Proc) -> bool:
 def parse(text: str) -> tuple[list[Finding], list[str]]:
     unparsed: list[str] = []
     procs: dict[int, _Proc] = {}
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in _text.lines(text, ("ps",)):
         line = raw.strip()
         row = _ROW.match(line)
         if not row:
-            if line and not is_prompt(line) and not line.startswith("PID "):
+            if line and not line.startswith("PID "):
                 unparsed.append(raw)
             continue
         proc = _Proc(int(row.group("pid")), int(row.group("ppid")), row.group("args").strip(), line, no)
         procs[proc.pid] = proc
     if not procs:
         if not unparsed:
-            unparsed.append("ps printed no processes: DataLoader workers not checked")
+            unparsed.append(_text.note("ps printed no processes: DataLoader workers not checked"))
         return [], unparsed
 
     children: dict[int, list[_Proc]] = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from collectors.findings import Finding
+from collectors.node import _text
 from collectors.registry import Collector
 
 NAME = "ulimit-l"
@@ -28,8 +29,8 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     unparsed: list[str] = []
     if not text.strip():
-        return [], ["empty output: ulimit -l printed nothing"]
-    for line_no, raw in enumerate(text.splitlines(), 1):
+        return [], [_text.note("empty output: ulimit -l printed nothing")]
+    for line_no, raw in _text.lines(text, ("ulimit",)):
         line = raw.strip()
         if not line:
             continue
