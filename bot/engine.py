@@ -38,6 +38,7 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     and is reported through ``nodes`` — never as healthy.
     """
     from collectors.compare import compare
+    from collectors.node._text import Note
     from collectors.registry import collectors
 
     registry = collectors()
@@ -49,6 +50,19 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
 
     def note(node: str, text: str) -> None:
         said.setdefault(text, []).append(node)
+
+    unread: dict[str, tuple[int, str, list[str]]] = {}  # collector -> (lines, first line, nodes)
+
+    def fold_notes(node: str, name: str, unparsed: list[str]) -> None:
+        """What the tool said it could not check, as it said it; lines not understood, counted."""
+        told = [u for u in unparsed if isinstance(u, Note)]
+        raw = [u for u in unparsed if not isinstance(u, Note)]
+        if told:
+            more = f" (+{len(told) - 1} more)" if len(told) > 1 else ""
+            note(node, f"{name}: {told[0][:100]}{more}")
+        if raw:
+            count, first, nodes = unread.get(name, (0, raw[0].strip(), []))
+            unread[name] = (count + len(raw), first, nodes + [node])
 
     for node in bundle.nodes.values():
         found: list[Finding] = []
@@ -73,19 +87,24 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
                 f.node = node.node
                 f.source = name
             found.extend(parsed)
-            if unparsed and name != "kernel-log":
-                more = f" (+{len(unparsed) - 1} more)" if len(unparsed) > 1 else ""
-                note(node.node, f"{name}: {unparsed[0][:100]}{more}")
+            fold_notes(node.node, name, unparsed)
         per_node[node.node] = found
     # one line per set of missing commands, not one per command: "not checked, not installed: ..."
     for node, names in missing.items():
         note(node, f"not checked, command not installed: {', '.join(names)}")
     for text, nodes in said.items():
-        where = ", ".join(nodes[:6]) + (f" and {len(nodes) - 6} more" if len(nodes) > 6 else "")
-        notes.append(f"{text} — {where}")
+        notes.append(f"{text} — {_where(nodes)}")
+    # lines a parser could not read: one line per collector, whatever the number of nodes and lines
+    for name, (count, first, nodes) in unread.items():
+        lines = "1 line" if count == 1 else f"{count} lines"
+        notes.append(f"{name}: {lines} not understood (kept in the bundle), e.g. {first[:100]!r} — {_where(nodes)}")
     findings = [f for fs in per_node.values() for f in fs]
     findings.extend(compare({n: fs for n, fs in per_node.items() if fs}))
     return findings, notes
+
+
+def _where(nodes: list[str]) -> str:
+    return ", ".join(nodes[:6]) + (f" and {len(nodes) - 6} more" if len(nodes) > 6 else "")
 
 
 ALTERNATIVE_FLOOR = 0.3  # weaker evidence an expert would still check next
