@@ -134,6 +134,8 @@ TEXT: dict[str, dict[str, str]] = {
     "progress_nodes": {"en": "Collecting evidence from {n} nodes", "zh": "正在从 {n} 个节点收集证据"},
     "progress_done_job": {"en": "Evidence collected for job {job}", "zh": "作业 {job} 的证据已收集完毕"},
     "progress_done_nodes": {"en": "Evidence collected from {n} nodes", "zh": "已从 {n} 个节点收集完证据"},
+    "progress_node": {"en": "Collecting evidence from {node}", "zh": "正在从节点 {node} 收集证据"},
+    "progress_done_node": {"en": "Evidence collected from {node}", "zh": "已从节点 {node} 收集完证据"},
     "progress_counts": {"en": "{done} of {total} nodes finished", "zh": "{total} 个节点中已完成 {done} 个"},
     "progress_resolving": {"en": "Finding the job's nodes…", "zh": "正在查找作业所在的节点……"},
     "progress_problems": {"en": "Not fully checked (never read these as healthy)",

@@ -92,6 +92,9 @@ def test_authorised_collection_posts_progress_and_answers_in_thread(bot, slack_a
     posts = slack_api.wait_for("chat.postMessage", count=2, timeout=60)
     progress, answer = posts[0], posts[1].params
     assert answer["thread_ts"] == progress.response["ts"]
+    # the first progress message already counts the named node (never "from 0 nodes")
+    first = json.dumps(progress.params.get("blocks"))
+    assert "Collecting evidence from node02" in first and "0 nodes" not in first
     blocks = json.loads(answer["blocks"]) if isinstance(answer["blocks"], str) else answer["blocks"]
     blocks_valid(blocks)
     assert "79" in json.dumps(blocks) and "node02" in json.dumps(blocks)

@@ -470,6 +470,8 @@ def progress_blocks(job: str | None, nodes: list[dict[str, Any]], lang: str) -> 
     finished = total > 0 and done == total
     if job:
         title = t("progress_done_job" if finished else "progress_job", lang, job=job)
+    elif total == 1:
+        title = t("progress_done_node" if finished else "progress_node", lang, node=str(nodes[0].get("node")))
     else:
         title = t("progress_done_nodes" if finished else "progress_nodes", lang, n=total)
     counts_line = t("progress_counts", lang, done=done, total=total)

@@ -21,6 +21,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.messages import t
 from bot.slack.app import BotContext, strip_mentions
+from collectors.resolve import ResolveError, expand_hostlist
 
 log = logging.getLogger("gpu_triage.slack")
 
@@ -177,8 +178,13 @@ def run_collection(ctx: BotContext, client: WebClient, *, user: str | None, chan
         client.chat_postEphemeral(channel=channel, user=user, text=t("slack_not_allowed", lang))
         return
     status: dict[str, dict[str, str]] = {}
+    if nodes and not job:  # named nodes are known before anything connects: count them from the start
+        try:
+            status = {n: {"node": n, "status": "connecting"} for n in expand_hostlist(nodes)}
+        except ResolveError:
+            pass  # the collection below says what is wrong with the list
     last = [0.0]
-    text, blocks = progress_blocks(job, [], lang)
+    text, blocks = progress_blocks(job, list(status.values()), lang)
     posted = _post(client, channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
     ts = posted.get("ts") if posted else None
 
