@@ -37,6 +37,7 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     run, and lines a parser could not read. A node that was not reached contributes no findings
     and is reported through ``nodes`` — never as healthy.
     """
+    from collectors import healthy
     from collectors.compare import compare
     from collectors.node._text import Note
     from collectors.registry import collectors
@@ -98,8 +99,12 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     for name, (count, first, nodes) in unread.items():
         lines = "1 line" if count == 1 else f"{count} lines"
         notes.append(f"{name}: {lines} not understood (kept in the bundle), e.g. {first[:100]!r} — {_where(nodes)}")
+    for fs in per_node.values():
+        healthy.mark(fs)
     findings = [f for fs in per_node.values() for f in fs]
-    findings.extend(compare({n: fs for n, fs in per_node.items() if fs}))
+    odd = compare({n: fs for n, fs in per_node.items() if fs})
+    healthy.mark_mismatches(odd, per_node)
+    findings.extend(odd)
     return findings, notes
 
 
@@ -247,7 +252,7 @@ class Engine:
         seen = set()
         for f in findings:
             key = (f.node, f.source, f.line_no)
-            if f.line and f.source != "compare" and key not in seen:
+            if f.line and f.source != "compare" and not f.normal and key not in seen:
                 seen.add(key)
                 parsed.lines.append(LogLine(text=f.line, line_no=f.line_no or 0, node=f.node, source=f.source))
         diagnosis = self.diagnose_parsed(parsed, started, extra_findings=findings)

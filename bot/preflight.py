@@ -305,7 +305,8 @@ def evaluate(bundle: Bundle, thresholds: Mapping[str, Any], *, job: str | None =
                 v.reasons.append(Reason(UNKNOWN, check, f"{check} could not be checked ({', '.join(why) or 'not run'})"))
         seen: set[tuple[str, str]] = set()
         for f in findings:
-            if f.node != node.node or f.kind not in RULES or RULE_CHECK.get(f.kind) in skip:
+            # what a healthy node shows (collectors.healthy: a disabled port, an idle GPU) is no reason
+            if f.node != node.node or f.normal or f.kind not in RULES or RULE_CHECK.get(f.kind) in skip:
                 continue
             for severity, check, text in RULES[f.kind](f, ctx):
                 if check in skip or (check, text) in seen:

@@ -106,7 +106,8 @@ def _ib_ports(per_node: dict[str, list[Finding]]) -> list[Finding]:
         ports = [f for f in _first(findings, "ib-port") if f.attrs.get("state") is not None]
         if not ports:
             continue
-        down = [f for f in ports if str(f.attrs["state"]).lower() != "active"]
+        # a port a healthy node shows down (collectors.healthy: disabled, a spare Ethernet port) is not counted
+        down = [f for f in ports if str(f.attrs["state"]).lower() != "active" and not f.normal]
         inactive[node] = len(down)
         if down:
             first_down[node] = down[0]

@@ -159,7 +159,8 @@ class Finding:
 
     ``source`` is where it was seen (``log``, ``kernel-log``, ``ibstat``...), ``line_no`` the
     1-based line in that source, ``rank``/``node`` when the line says so, ``ts`` an ISO-8601
-    timestamp when the line carries one.
+    timestamp when the line carries one.  ``normal`` says why a fact that can look like a fault
+    is what a healthy node shows (``collectors.healthy``); such a finding supports no cause.
     """
 
     kind: str
@@ -170,9 +171,10 @@ class Finding:
     node: str | None = None
     source: str = "log"
     ts: str | None = None
+    normal: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "kind": self.kind,
             "node": self.node,
             "rank": self.rank,
@@ -182,6 +184,9 @@ class Finding:
             "line_no": self.line_no,
             "ts": self.ts,
         }
+        if self.normal:
+            out["normal"] = self.normal
+        return out
 
 
 @dataclass

@@ -357,6 +357,9 @@ class Matcher:
         kind_weight: dict[str, float] = {}
         for rule in entry.findings:
             matched = [f for f in findings if _satisfies(rule, f)]
+            if not rule.get("rules_out"):
+                # what a healthy node shows (collectors.healthy) supports nothing; it can still rule out
+                matched = [f for f in matched if not f.normal]
             if not _conditions(rule) and not rule.get("rules_out"):
                 matched = [f for f in matched if not self._claimed(ei, f)]
             if not matched:

@@ -1,0 +1,206 @@
+"""Node evidence, part C (issue 14): every common variant of each command's output, every field a
+parser reads in its finding, parser notes folded into the reply's warnings, and the healthy-node
+rules (collectors/healthy.py) on real captures (tests/fixtures/<collector>/, sources in each
+folder's SOURCES.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from collectors import healthy
+from collectors.bundle import Bundle, NodeOutput
+from collectors.findings import KINDS, Finding
+from collectors.node import _text
+from collectors.registry import collectors
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+def text(collector: str, name: str) -> str:
+    return (FIX / collector / name).read_text(encoding="utf-8")
+
+
+def facts(collector: str, name: str) -> dict:
+    for line in (FIX / collector / "SOURCES.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["file"] == f"{collector}/{name}":
+            return row["facts"]
+    raise KeyError(f"{collector}/{name} has no row in SOURCES.jsonl")
+
+
+def parse(collector: str, body: str) -> tuple[list[Finding], list[str]]:
+    findings, unparsed = collectors()[collector].parse(body)
+    for f in findings:
+        assert f.kind in KINDS and set(f.attrs) <= set(KINDS[f.kind]), (f.kind, set(f.attrs) - set(KINDS[f.kind]))
+    return findings, unparsed
+
+
+def of(findings: list[Finding], kind: str) -> list[Finding]:
+    return [f for f in findings if f.kind == kind]
+
+
+def bundle(nodes: dict[str, dict[str, str]]) -> Bundle:
+    """An in-memory bundle: node -> {collector: output}, as a replay reads it."""
+    return Bundle(FIX, {"job": None}, {n: NodeOutput(n, "ok", "", dict(outs), {}) for n, outs in nodes.items()}, [])
+
+
+# --------------------------------------------------------------------------------------------
+# Pasted text: prompts, other commands, elisions
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, own, is_command", [
+    ("$ df -h", ("df",), True),
+    ("[root@gpu01 ~]# ibstat", ("ibstat",), True),
+    ("~$ ibstat mlx5_ib0", ("ibstat",), True),
+    ("[root@nixos:~]# echo \"test\" > test.txt", ("df",), True),
+    ("docker run --rm -it alpine df -h", ("df",), True),
+    ("# Port counters: Lid 10 port 1", ("perfquery",), False),
+    ("python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0", ("dmesg",), False),
+    ("1: lo: <LOOPBACK> mtu 65536 qdisc noop state DOWN", ("ip",), False),
+])
+def test_prompt_and_command_lines(line, own, is_command):
+    assert (_text.command_of(line, own) is not None) is is_command
+
+
+def test_lines_drop_paste_noise_and_keep_numbers():
+    body = "```\n$ df -h\nFilesystem Size Used Avail Use% Mounted on\n[...]\n# echo x > f\nbash: f: No space\n$ df -i\nrow\n```\n"
+    assert list(_text.lines(body, ("df",))) == [(3, "Filesystem Size Used Avail Use% Mounted on"), (8, "row")]
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi topo -m
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["03.txt", "04.txt", "05.txt"])
+def test_topo_rows_without_their_header(name):
+    want = facts("nvidia-smi-topo", name)
+    rows = text("nvidia-smi-topo", name).splitlines()
+    start = next(i for i, r in enumerate(rows) if r.startswith("GPU0"))
+    full, _ = parse("nvidia-smi-topo", "\n".join(rows))
+    bare, unparsed = parse("nvidia-smi-topo", "\n".join(rows[start:]))
+    assert unparsed == []
+    (topo,) = of(bare, "gpu-topology")
+    assert topo.attrs["header"] is False and (topo.attrs["gpus"], topo.attrs["nics"]) == (want["gpus"], want["nics"])
+    assert topo.attrs["nvlink"] == want["nvlink"] and topo.attrs["nvlink_links"] == int(want["nvlink"][2:])
+
+    def nearest(findings):
+        return {f.attrs["gpu"]: (f.attrs["nics"], f.attrs["link"], f.attrs.get("numa")) for f in of(findings, "gpu-nic-affinity")}
+
+    assert nearest(bare) == nearest(full) and nearest(bare)
+
+
+def test_topo_counts_and_nvlink_width_per_gpu():
+    want = facts("nvidia-smi-topo", "03.txt")
+    findings, _ = parse("nvidia-smi-topo", text("nvidia-smi-topo", "03.txt"))
+    (topo,) = of(findings, "gpu-topology")
+    assert topo.attrs["header"] is True and topo.attrs["gpus"] == want["gpus"] and topo.attrs["nics"] == want["nics"]
+    rows = {f.attrs["gpu"]: f.attrs for f in of(findings, "gpu-affinity")}
+    assert sorted(rows) == list(range(want["gpus"]))
+    assert all(r["nvlink"] == want["nvlink"] and r["nvlink_peers"] == want["gpus"] - 1 for r in rows.values())
+    assert rows[0]["cpu_affinity"] == want["cpu_affinity"]["GPU0-3"] and rows[7]["numa"] == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Healthy-node rules
+# --------------------------------------------------------------------------------------------
+
+# Real captures of healthy nodes (or of nothing a job could die of), per collector.
+HEALTHY = [
+    ("df", "06.txt"), ("ethtool-S", "01.txt"), ("free", "01.txt"), ("free", "02.txt"), ("free", "03.txt"),
+    ("ibstat", "03.txt"), ("ibstat", "04.txt"), ("ibstat", "05.txt"), ("ibstat", "07.txt"),
+    ("iostat", "02.txt"), ("ip-link", "02.txt"), ("nvidia-smi", "01.txt"), ("nvidia-smi-q", "01.txt"),
+    ("nvidia-smi-query", "01.txt"), ("nvidia-smi-topo", "01.txt"), ("nvidia-smi-topo", "03.txt"),
+    ("perfquery", "01.txt"),
+]
+
+
+@pytest.mark.parametrize("collector, name", HEALTHY)
+def test_a_healthy_capture_alone_produces_no_cause(engine, collector, name):
+    d = engine.diagnose_bundle(bundle({"gpu01": {collector: text(collector, name)}}))
+    assert d.causes == [], [(c.id, [e.line for e in c.evidence]) for c in d.causes]
+    assert not any("not understood" in w for w in d.warnings), d.warnings
+
+
+def test_healthy_nodes_side_by_side_produce_no_cause(engine):
+    # every healthy capture of a collector on its own node, so the nodes are compared too
+    nodes: dict[str, dict[str, str]] = {}
+    for collector, name in HEALTHY:
+        slot = next(i for i in range(len(HEALTHY)) if collector not in nodes.setdefault(f"gpu{i:02d}", {}))
+        nodes[f"gpu{slot:02d}"][collector] = text(collector, name)
+    d = engine.diagnose_bundle(bundle(nodes))
+    assert d.causes == [], [(c.id, [(e.node, e.line) for e in c.evidence]) for c in d.causes]
+    assert all(f.normal for f in d.findings if f.kind == "node-mismatch" and f.attrs["what"] == "ib-port")
+
+
+def test_disabled_and_spare_ethernet_ports_are_normal():
+    findings, _ = parse("ibstat", text("ibstat", "03.txt"))
+    healthy.mark(findings)
+    down = {f.attrs["device"]: f.normal for f in findings if f.attrs["state"] != "Active"}
+    assert sorted(down) == ["mlx5_2", "mlx5_7", "mlx5_8"] and all(down.values())
+    assert not any(f.normal for f in findings if f.attrs["state"] == "Active")
+
+
+def test_an_ethernet_port_on_a_roce_host_is_not_excused():
+    # ibstat/02: every port is Ethernet (RoCE); mlx5_11 polls (no link) and is the fault, mlx5_5 is disabled
+    findings, _ = parse("ibstat", text("ibstat", "02.txt"))
+    healthy.mark(findings)
+    normal = {f.attrs["device"]: bool(f.normal) for f in findings if f.attrs["state"] != "Active"}
+    assert normal == {"mlx5_11": False, "mlx5_5": True}
+
+
+def test_polling_ib_port_is_cited_not_the_healthy_node(engine):
+    """Node A: InfiniBand ports Active and three admin-disabled Ethernet ports; node B: an
+    InfiniBand port Down/Polling.  Only B is the sick node."""
+    assert facts("ibstat", "08.txt")["down_physical_state"] == {"mlx5_10/1": "Polling"}
+    d = engine.diagnose_bundle(bundle({"gpu-a": {"ibstat": text("ibstat", "03.txt")},
+                                       "gpu-b": {"ibstat": text("ibstat", "08.txt")}}))
+    assert d.causes and d.causes[0].id == "nccl-timeout-nic-link-fault"
+    for cause in d.causes:
+        assert {e.node for e in cause.evidence} == {"gpu-b"}, (cause.id, [(e.node, e.line) for e in cause.evidence])
+    odd = {f.node: f.normal for f in d.findings if f.kind == "node-mismatch"}
+    assert odd["gpu-b"] is None and odd.get("gpu-a")  # A differs only by a port that is Active
+
+
+def test_read_only_image_and_idle_gpu_are_normal():
+    disk = Finding("disk-usage", {"mount": "/snap/core/8689", "device": "/dev/loop0", "used_pct": 100})
+    squash = Finding("disk-usage", {"mount": "/opt/images/base", "device": "/dev/sdb", "fstype": "squashfs",
+                                    "used_pct": 100})
+    root = Finding("disk-usage", {"mount": "/", "device": "/dev/sda2", "fstype": "ext4", "used_pct": 100})
+    idle = Finding("gpu", {"index": 0, "memory_used_mib": 1, "processes": 0})
+    busy = Finding("gpu", {"index": 1, "memory_used_mib": 1, "processes": 2})
+    healthy.mark([disk, squash, root, idle, busy])
+    assert disk.normal and squash.normal and idle.normal
+    assert root.normal is None and busy.normal is None
+
+
+def test_normal_findings_support_no_cause_but_still_rule_out(engine):
+    full = Finding("disk-usage", {"mount": "/snap/x", "device": "/dev/loop3", "used_pct": 100}, "/dev/loop3 100% /snap/x",
+                   1, node="gpu01", source="df")
+    healthy.mark([full])
+    entry = engine.matcher.entry("ckpt-disk-full")
+    rule = next(r for r in entry.findings if r["kind"] == "disk-usage")
+    from knowledge.match import rule_matches
+
+    assert rule_matches(rule, full)  # the rule alone would take it ...
+    causes = engine.matcher.match([], [full])
+    assert not any(c.id == "ckpt-disk-full" for c in causes)  # ... the healthy rule keeps it out
+
+
+# --------------------------------------------------------------------------------------------
+# Parser notes reach the reply's warnings, one folded line per collector
+# --------------------------------------------------------------------------------------------
+
+def test_lines_not_understood_fold_into_one_warning_per_collector(engine):
+    df = text("df", "06.txt")
+    nodes = {f"gpu{i:02d}": {"df": df + f"\nsomething odd {i}\nand more {i}\n", "ibstat": text("ibstat", "04.txt")}
+             for i in range(8)}
+    d = engine.diagnose_bundle(bundle(nodes))
+    lines = [w for w in d.warnings if w.startswith("df:")]
+    assert len(lines) == 1 and "16 lines not understood" in lines[0] and "'something odd 0'" in lines[0]
+    assert "gpu00, gpu01" in lines[0] and "and 2 more" in lines[0]
+    # ibstat's own error is what it could not check, said once for every node, never "not understood"
+    (ib,) = [w for w in d.warnings if w.startswith("ibstat:")]
+    assert "mlx5_8" in ib and "not understood" not in ib
