@@ -1,7 +1,8 @@
 """Ranking that learns from the team's feedback, and similar past incidents.
 
-A **signature** is what makes two incidents "the same failure": the first error line normalised
-with :func:`knowledge.match.normalise` (numbers, hex and PCI addresses, PIDs, ranks and the digits
+A **signature** is what makes two incidents "the same failure": the first error line, reduced to the
+error itself (:func:`error_text`: a progress bar, a carriage-return overwrite, a rank/host/time prefix
+glued to its front removed), normalised with :func:`knowledge.match.normalise` (numbers, hex and PCI addresses, PIDs, ranks and the digits
 of host names gone, lower-cased, punctuation out), then ``|`` and the sorted kinds of the findings
 (``gpu-lost,xid``). Two signatures are **similar** when their kinds agree and the lines score at
 least :data:`SIMILAR` with rapidfuzz's ``token_sort_ratio`` (word order and a changed word or two
@@ -35,9 +36,17 @@ _NOISE_KINDS = {"version", "gpu", "gpu-process", "net-link", "ib-port", "host-me
 
 
 def signature(first_line: str | None, kinds: Iterable[str]) -> str:
-    line = normalise(first_line or "")
+    line = normalise(error_text(first_line or ""))
     wanted = sorted({k for k in kinds if k and k not in _NOISE_KINDS})
     return f"{line}|{','.join(wanted)}" if line or wanted else ""
+
+
+def error_text(line: str) -> str:
+    """The error itself: what a progress bar drawn on the same line (tqdm), a carriage-return
+    overwrite, or a rank/host/time prefix leaves of it (:func:`collectors.trainlog.clean_line`)."""
+    from collectors.trainlog import clean_line
+
+    return clean_line(line).text
 
 
 def signature_of_doc(doc: dict[str, Any]) -> str:

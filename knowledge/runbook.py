@@ -100,10 +100,24 @@ def _m3_feedback_note(db: sqlite_utils.Database) -> None:
         db["feedback"].add_column("note", str, not_null_default="")
 
 
+def _m4_signatures_on_the_error(db: sqlite_utils.Database) -> None:
+    """Version 4: signatures computed on the error itself (progress bars, rank/host/time prefixes and
+    carriage-return overwrites removed), recomputed for stored incidents so old and new compare alike."""
+    from knowledge.learning import signature_of_doc
+
+    for row in list(db.query("SELECT id, doc FROM incidents")):
+        try:
+            doc = json.loads(row["doc"])
+        except (TypeError, ValueError):
+            continue
+        db.execute("UPDATE incidents SET signature = ? WHERE id = ?", [signature_of_doc(doc), row["id"]])
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _m1_base),
     (2, _m2_signatures_and_history),
     (3, _m3_feedback_note),
+    (4, _m4_signatures_on_the_error),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -377,3 +377,19 @@ def test_cli_records_incidents_and_reads_escalation_thresholds_from_the_config(t
     second = diagnose(11, "--record")  # the stored 9 h event + this one: 2 > 1
     assert second["escalation"]["tier"] == "vendor"
     assert all(c["support"]["tier"] == "vendor" for c in second["causes"])
+
+
+def test_the_same_error_behind_a_progress_bar_or_prefix_has_the_same_signature():
+    """Feedback on an error applies when the error comes back glued to a tqdm bar (same line or a
+    carriage-return overwrite) or to a rank/host prefix; a different error stays different."""
+    from knowledge.learning import SIMILAR, signature, similarity
+
+    err = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    base = signature(err, ["cuda-error"])
+    for glued in ("Training epoch 3/10:  45%|████▌     | 450/1000 [03:10<03:52, 2.36it/s, loss=0.512, "
+                  "lr=1e-4, grad_norm=1.23]" + err,
+                  "Epoch 3:  12%|█▏        | 120/1000 [00:41<05:02,  2.91it/s, loss=2.31]\r" + err,
+                  "[rank5]: " + err, "gpu-node-017: [rank5]: " + err):
+        assert similarity(signature(glued, ["cuda-error"]), base) >= 99, glued
+    other = "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 3."
+    assert similarity(signature(other, ["cuda-error"]), base) < SIMILAR
