@@ -103,8 +103,13 @@ _Dumper.add_representer(str, _str)
 
 
 def to_yaml(entry: Entry) -> str:
-    header = (f"# team entry exported by gpu-triage kb export; review it and merge it into\n"
-              f"# knowledge/entries/{entry.category}/ by pull request (docs/knowledge-entries.md)\n")
+    """The entry in the curated file format; a team entry says where to propose it, a curated one
+    where it lives."""
+    if entry.origin == "team":
+        header = (f"# team entry exported by gpu-triage kb export; review it and merge it into\n"
+                  f"# knowledge/entries/{entry.category}/ by pull request (docs/knowledge-entries.md)\n")
+    else:
+        header = f"# curated entry, kept in knowledge/entries/{entry.category}/{entry.id}.yaml\n"
     body = yaml.dump(to_data(entry), Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=110)
     return header + body
 

@@ -231,6 +231,13 @@ def test_export_then_import_round_trips_team_entries_exactly(tmp_path, capsys):
     original = Store(data).team_entries()
     imported = Store(tmp_path / "other").team_entries()
     assert [e.to_json() for e in imported] == [e.to_json() for e in original]
+    # an export of everything stamps only the team's entries as team entries
+    assert main(["--data-dir", str(data), "kb", "export", "-o", str(tmp_path / "all")]) == 0
+    stamped = {f.name for f in (tmp_path / "all").rglob("*.yaml")
+               if f.read_text(encoding="utf-8").startswith("# team entry")}
+    assert stamped == {"leaf-switch-3-reboots-under-load.yaml"}
+    assert (tmp_path / "all" / "gpu-hardware" / "xid-79-fallen-off-bus.yaml").read_text(
+        encoding="utf-8").startswith("# curated entry, kept in knowledge/entries/gpu-hardware/")
     # and a second export of the imported entry is byte-identical
     main(["--data-dir", str(tmp_path / "other"), "kb", "export", "--team", "-o", str(tmp_path / "out2")])
     assert (tmp_path / "out2" / files[0].relative_to(tmp_path / "out")).read_bytes() == files[0].read_bytes()
