@@ -204,3 +204,40 @@ def test_lines_not_understood_fold_into_one_warning_per_collector(engine):
     # ibstat's own error is what it could not check, said once for every node, never "not understood"
     (ib,) = [w for w in d.warnings if w.startswith("ibstat:")]
     assert "mlx5_8" in ib and "not understood" not in ib
+
+
+# --------------------------------------------------------------------------------------------
+# df: -kPT (POSIX 1K blocks with a Type column), header-less rows, snap images
+# --------------------------------------------------------------------------------------------
+
+def test_df_kpt_type_column_every_field():
+    want = facts("df", "07.txt")
+    findings, unparsed = parse("df", text("df", "07.txt"))
+    assert unparsed == []
+    disks = {f.attrs["mount"]: f.attrs for f in of(findings, "disk-usage")}
+    assert sorted(disks) == ["/", "/boot/efi"]  # tmpfs /run, /run/lock, /run/user/* are pseudo filesystems
+    root = want["root"]
+    assert disks["/"] == {"mount": "/", "device": root["device"], "fstype": root["fstype"], "used_pct": root["use_pct"],
+                          "inodes": False, "size_bytes": root["size_kb"] * 1024, "used_bytes": root["used_kb"] * 1024,
+                          "avail_bytes": root["avail_kb"] * 1024}
+    assert disks["/boot/efi"]["fstype"] == want["boot_efi"]["fstype"]
+    (shm,) = of(findings, "shm-usage")
+    assert shm.attrs["size_bytes"] == want["dev_shm"]["size_kb"] * 1024 and shm.attrs["fstype"] == "tmpfs"
+    assert shm.attrs["used_bytes"] == want["dev_shm"]["used_kb"] * 1024 and shm.attrs["docker_default"] is False
+
+
+def test_df_rows_without_header_are_1k_blocks():
+    rows = text("df", "07.txt").splitlines()[1:]
+    findings, unparsed = parse("df", "\n".join(rows))
+    assert unparsed == []
+    root = next(f for f in of(findings, "disk-usage") if f.attrs["mount"] == "/")
+    assert root.attrs["fstype"] == "ext4" and root.attrs["size_bytes"] == facts("df", "07.txt")["root"]["size_kb"] * 1024
+
+
+def test_df_snap_images_under_a_glued_prompt_are_normal():
+    want = facts("df", "08.txt")
+    findings, unparsed = parse("df", text("df", "08.txt"))
+    assert unparsed == []  # '#df -h' is the prompt and the command, not a row
+    healthy.mark(findings)
+    full = {f.attrs["mount"]: bool(f.normal) for f in of(findings, "disk-usage") if f.attrs["used_pct"] == 100}
+    assert full == {m: True for m in want["always_full_ignore"]}

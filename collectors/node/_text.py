@@ -48,6 +48,7 @@ COMMANDS = frozenset("""
 _PROMPT = re.compile(r"""^(?:\([\w.-]{1,40}\)\s*)?          # (venv) / (base)
     (?P<who>\[[^\]\n]{1,80}\]|[\w.-]{1,40}@[\w.:~/-]{1,80}|~[\w./-]{0,80}|[\w.-]{1,40}:[~/][\w./-]{0,80})?
     \s?(?P<sign>[$#%>])\s+(?P<cmd>\S.*)$""", re.VERBOSE)
+_GLUED = re.compile(r"^[$#]([\w-]+)(?:\s|$)")
 _LAUNCHERS = frozenset({"sudo", "time", "timeout", "env", "watch", "srun", "ssh", "pdsh", "clush", "docker",
                         "kubectl", "singularity", "apptainer"})
 # The poster's elisions: "...", "…", "[...]", "(...)", "<snip>", "-- snip --", "[truncated]",
@@ -77,6 +78,9 @@ def command_of(line: str, own: tuple[str, ...] = ()) -> str | None:
         if m.group("who") or m.group("sign") == "$" or _first(cmd) in COMMANDS:
             return cmd
         return None
+    glued = _GLUED.match(text)  # "#df -h", "$nvidia-smi": the prompt sign without its space
+    if glued and glued.group(1) in COMMANDS:
+        return text[1:]
     if own and text.split(None, 1)[0] in COMMANDS and runs(text, own):
         return text
     return None
