@@ -34,6 +34,8 @@ KINDS: dict[str, dict[str, str]] = {
         "elapsed_ms": "time the op ran before the watchdog fired, ms",
         "numel_in": "NumelIn",
         "pg": "process group id, when printed ([PG 0 Rank 3], [PG ID 1 ...])",
+        "last_enqueued": "the last work this rank enqueued (the PG status the watchdog prints)",
+        "last_completed": "the last work this rank completed (the PG status the watchdog prints)",
     },
     "nccl-error": {
         "reason": "one of: unhandled-system-error, unhandled-cuda-error, internal-error, "
@@ -91,6 +93,11 @@ KINDS: dict[str, dict[str, str]] = {
     "rank-straggler": {
         "ranks": "comma-separated ranks that did not report the collective timeout the others did",
         "seq": "the sequence number the other ranks were stuck at",
+        "waiting": "how many ranks reported the timeout at that sequence number",
+        "op": "the collective they wait in (ALLREDUCE, ...), when they agree",
+        "pg": "the process group's id, when the lines name it",
+        "node": "the one laggard's host, when a line of that rank named it",
+        "last_completed": "the last work the one laggard completed, from its own watchdog line",
     },
     "python-exception": {"type": "exception class, e.g. RuntimeError", "message": "first line of the message",
                          "launcher": "true for a launcher's report of a worker's death (ChildFailedError, "
@@ -106,6 +113,12 @@ KINDS: dict[str, dict[str, str]] = {
         "utilization_pct": "GPU utilisation", "temperature_c": "temperature", "power_w": "power draw",
         "ecc_uncorrected": "volatile uncorrected ECC count", "ecc_corrected": "volatile corrected ECC count",
         "processes": "number of compute processes on it",
+        "fan_pct": "fan speed, %", "memory_free_mib": "free memory, MiB", "utilization_memory_pct":
+        "memory controller utilisation, %", "power_limit_w": "power limit (cap), W", "pstate": "performance state, P0..P12",
+        "compute_cap": "CUDA compute capability, e.g. 8.9", "vbios": "VBIOS version", "driver_model": "WDDM/TCC (Windows)",
+        "clock_sm_mhz": "SM clock, MHz", "clock_mem_mhz": "memory clock, MHz",
+        "memory_temperature_c": "HBM temperature, C", "compute_mode": "Default/Exclusive_Process/Prohibited",
+        "persistence_mode": "Enabled/Disabled (On/Off in the table)",
     },
     "gpu-throttle": {"gpu": "GPU index", "reasons": "comma-separated active throttle reasons"},
     "pcie-link": {"gpu": "GPU index", "width": "current width", "max_width": "max width", "gen": "current gen",

@@ -477,14 +477,22 @@ _PG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _PG_ID = re.compile(r"\[PG (?:ID )?(\d+)")
 
 
+MAX_RANK_NODES = 65536  # ranks whose host is remembered
 _TIMEOUT_AT = re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
                          r"last completed NCCL work: (-?\d+)")
+# PyTorch 2.4+ (ProcessGroupNCCL's watchdog): "[PG ID 0 PG GUID 0(default_pg) Rank 5] failure detected by
+# watchdog at work sequence id: 20917 PG status: last enqueued work: 20918, last completed work: 20916"
+_PG_STATUS = re.compile(r"failure detected by watchdog at work sequence id: (\d+)\s+PG status: "
+                        r"last enqueued work: (-?\d+), last completed work: (-?\d+)")
 
 
 def _r_watchdog(t: str, low: str) -> list:
-    if "timeout at nccl work" in low:
-        m = _TIMEOUT_AT.search(t)
-        return [("nccl-timeout", {"seq": int(m.group(1))} if m else {})]
+    if "timeout at nccl work" in low or "failure detected by watchdog" in low:
+        m = _TIMEOUT_AT.search(t) or _PG_STATUS.search(t)
+        if not m:
+            return [("nccl-timeout", {})]
+        return [("nccl-timeout", {"seq": int(m.group(1)), "last_enqueued": int(m.group(2)),
+                                  "last_completed": int(m.group(3))})]
     if "watchdog caught" not in low:
         return []
     m = _WATCHDOG.search(t)
@@ -904,6 +912,7 @@ class _Scanner:
         self.warnings: list[str] = []
         self.versions: set[tuple[str, str]] = set()
         self.ranks_seen: set[int] = set()
+        self.rank_node: dict[int, str] = {}  # a rank's host, where one line said both
         self.world: int | None = None
         self.year_hint: int | None = None
         self.n_candidates = 0
@@ -1040,6 +1049,8 @@ class _Scanner:
         cl.source = src.name
         if cl.rank is not None:
             self.ranks_seen.add(cl.rank)
+            if cl.node is not None and cl.rank not in self.rank_node and len(self.rank_node) < MAX_RANK_NODES:
+                self.rank_node[cl.rank] = cl.node
         if keep_all and self.full is not None:
             if len(self.full) == MAX_FULL_LINES:
                 self.full_overflow = True
@@ -1248,15 +1259,21 @@ class _Scanner:
         return out
 
     def _stragglers(self) -> None:
+        """Ranks that did not report a collective timeout every other rank of the process group
+        reported at one sequence number: they never entered that collective (the laggards). The
+        finding says how many ranks wait where (op, sequence number, process group) and, for one
+        laggard, its node and the last work it completed, when its own lines say so."""
         self._mismatches()
-        by_seq: dict[int, list[Finding]] = {}
+        by_seq: dict[tuple, list[Finding]] = {}
+        own: dict[int, list[Finding]] = {}
         for f in self.findings:
             if f.kind == "nccl-timeout" and "seq" in f.attrs and f.rank is not None:
-                by_seq.setdefault(f.attrs["seq"], []).append(f)
+                by_seq.setdefault((f.attrs.get("pg"), f.attrs["seq"]), []).append(f)
+                own.setdefault(f.rank, []).append(f)
         known = set(self.ranks_seen)
         if self.world:
             known |= set(range(self.world))
-        for seq, fs in sorted(by_seq.items()):
+        for (pg, seq), fs in sorted(by_seq.items(), key=lambda kv: (kv[0][1], kv[0][0] or 0)):
             reporting = {f.rank for f in fs}
             if len(reporting) < 2:
                 continue
@@ -1264,8 +1281,24 @@ class _Scanner:
             if not silent:
                 continue
             first = fs[0]
+            attrs: dict = {"ranks": ",".join(map(str, silent)), "seq": seq, "waiting": len(reporting)}
+            ops = sorted({f.attrs["op"] for f in fs if "op" in f.attrs})
+            if len(ops) == 1:
+                attrs["op"] = ops[0]
+            if pg is not None:
+                attrs["pg"] = pg
+            if len(silent) == 1:
+                lag = silent[0]
+                if lag in self.rank_node:
+                    attrs["node"] = self.rank_node[lag]
+                # the laggard's own timeout (in another collective, or another sequence number) says
+                # how far it got
+                done = [g.attrs["last_completed"] if "last_completed" in g.attrs else g.attrs["seq"] - 1
+                        for g in own.get(lag, []) if g.attrs.get("pg") == pg]
+                if done:
+                    attrs["last_completed"] = max(done)
             self.findings.append(Finding(
-                kind="rank-straggler", attrs={"ranks": ",".join(map(str, silent)), "seq": seq},
+                kind="rank-straggler", attrs=attrs,
                 line=first.line, line_no=first.line_no, rank=None, node=first.node, source=first.source,
                 ts=first.ts))
 

@@ -241,3 +241,37 @@ def test_df_snap_images_under_a_glued_prompt_are_normal():
     healthy.mark(findings)
     full = {f.attrs["mount"]: bool(f.normal) for f in of(findings, "disk-usage") if f.attrs["used_pct"] == 100}
     assert full == {m: True for m in want["always_full_ignore"]}
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi: --query-gpu without an index column; every cell of the table in attrs
+# --------------------------------------------------------------------------------------------
+
+def test_query_without_index_column_numbers_gpus_in_row_order():
+    # the real nvidia_gpu_exporter capture (02.txt) with its index column taken out
+    import csv
+    import io
+
+    rows = [r for r in csv.reader(io.StringIO(text("nvidia-smi-query", "02.txt")), skipinitialspace=True) if r]
+    drop = [c.strip() for c in rows[0]].index("index")
+    body = "\n".join(", ".join(c for i, c in enumerate(r) if i != drop) for r in rows)
+    findings, unparsed = parse("nvidia-smi-query", body)
+    assert unparsed == []
+    row0 = facts("nvidia-smi-query", "02.txt")["row0"]
+    gpus = {f.attrs["index"]: f.attrs for f in of(findings, "gpu")}
+    assert sorted(gpus) == [0, 1]  # row 1 is the test author's placeholder; only its order is used
+    g = gpus[row0["index"]]
+    assert (g["name"], g["bus_id"], g["memory_used_mib"]) == (row0["name"], row0["pci_bus_id"], 575)
+    assert g["fan_pct"] == 38 and g["compute_cap"] == row0["compute_cap"] and g["driver_model"] == "WDDM"
+    assert "serial" not in g  # '[N/A]' is missing, never a value
+
+
+def test_table_reads_every_cell_of_the_gpu_rows():
+    findings, unparsed = parse("nvidia-smi", text("nvidia-smi", "01.txt"))
+    assert unparsed == []
+    g = of(findings, "gpu")[0].attrs
+    assert (g["pstate"], g["power_w"], g["power_limit_w"], g["persistence_mode"], g["compute_mode"]) == (
+        "P0", 72, 700, "On", "Default")
+    assert "fan_pct" not in g  # N/A on an SXM board
+    healthy.mark(findings)
+    assert all(f.normal for f in of(findings, "gpu"))  # 1 MiB, no process: idle

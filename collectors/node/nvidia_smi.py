@@ -105,6 +105,8 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
             if gpu_cell and bus:
                 index = int(gpu_cell.group("index"))
                 attrs = {"index": index, "name": gpu_cell.group("name").strip(), "bus_id": bus.group("bus")}
+                if gpu_cell.group("persist") in ("On", "Off"):
+                    attrs["persistence_mode"] = gpu_cell.group("persist")
                 if len(cells) > 2:
                     ecc = integer(cells[2])
                     if ecc is not None:
@@ -120,9 +122,15 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
                     temp = _TEMP_CELL.match(cells[0])
                     if temp and integer(temp.group("temp")) is not None:
                         current.attrs["temperature_c"] = integer(temp.group("temp"))
+                    if temp and integer(temp.group("fan")) is not None:
+                        current.attrs["fan_pct"] = integer(temp.group("fan"))
+                    if temp and re.fullmatch(r"P\d+", temp.group("perf")):
+                        current.attrs["pstate"] = temp.group("perf")
                     power = _POWER.search(cells[0])
                     if power and integer(power.group("draw")) is not None:
                         current.attrs["power_w"] = integer(power.group("draw"))
+                    if power and integer(power.group("cap")) is not None:
+                        current.attrs["power_limit_w"] = integer(power.group("cap"))
                     for key in ("used", "total"):
                         value = integer(mem.group(key))
                         if value is not None:
@@ -130,6 +138,10 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
                     util = _UTIL_CELL.match(cells[2]) if len(cells) > 2 else None
                     if util and integer(util.group("util")) is not None:
                         current.attrs["utilization_pct"] = integer(util.group("util"))
+                    mode = re.search(r"\b(Default|E\. Process|E\. Thread|Prohibited)\s*$", cells[2]) \
+                        if len(cells) > 2 else None
+                    if mode:
+                        current.attrs["compute_mode"] = mode.group(1)
                     if "ERR!" in line and not any(f.kind == "gpu-lost" and f.attrs.get("pci") ==
                                                   current.attrs["bus_id"] for f in findings):
                         add("gpu-lost", {"pci": current.attrs["bus_id"], "text": line.strip()}, line, no)

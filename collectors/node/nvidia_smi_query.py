@@ -4,7 +4,9 @@ retired pages, remapped rows and the driver version where the columns are there.
 The collector asks for a fixed column list without header or units; bundles made by hand or by
 other tools often carry a header, with or without units (``memory.used [MiB]``), and other
 columns.  A header is recognised and used when present; otherwise the collector's own column
-list applies.  ``[N/A]`` and ``[Not Supported]`` read as missing, never as zero.
+list applies.  Without an ``index`` column the GPUs are numbered in row order (nvidia-smi prints
+one row per GPU, in index order).  ``[N/A]`` and ``[Not Supported]`` read as missing, never as
+zero; a decimal comma (``55,63 W``) reads as a point.
 """
 
 from __future__ import annotations
@@ -49,9 +51,19 @@ _ALIASES = {
     "retired_pages.pending": "retire_pending",
     "remapped_rows.correctable": "remap_correctable", "remapped_rows.uncorrectable": "remap_uncorrectable",
     "remapped_rows.pending": "remap_pending", "remapped_rows.failure": "remap_failure",
+    "fan.speed": "fan_pct", "memory.free": "memory_free_mib", "utilization.memory": "utilization_memory_pct",
+    "power.limit": "power_limit_w", "enforced.power.limit": "power_limit_w", "pstate": "pstate",
+    "compute_cap": "compute_cap", "vbios_version": "vbios", "driver_model.current": "driver_model",
+    "clocks.sm": "clock_sm_mhz", "clocks.current.sm": "clock_sm_mhz", "clocks.mem": "clock_mem_mhz",
+    "clocks.current.memory": "clock_mem_mhz", "temperature.memory": "memory_temperature_c",
+    "compute_mode": "compute_mode", "persistence_mode": "persistence_mode",
 }
 _GPU_NUMBERS = ("memory_used_mib", "memory_total_mib", "utilization_pct", "temperature_c", "power_w",
-                "ecc_uncorrected", "ecc_corrected")
+                "ecc_uncorrected", "ecc_corrected", "fan_pct", "memory_free_mib", "utilization_memory_pct",
+                "power_limit_w", "clock_sm_mhz", "clock_mem_mhz", "memory_temperature_c")
+_FLOATS = ("power_w", "power_limit_w")
+_GPU_TEXT = ("name", "bus_id", "uuid", "serial", "pstate", "compute_cap", "vbios", "driver_model", "compute_mode",
+             "persistence_mode")
 _HEADER_CELL = re.compile(r"^[a-z_][a-z0-9_.]*(?:\s*\[[^\]]*\])?$", re.I)
 
 
@@ -70,6 +82,7 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     columns: list[str] = [_ALIASES.get(f, f) for f in FIELDS]
     drivers: set[str] = set()
     header_seen = False
+    rows_read = 0
 
     for no, raw in _text.lines(text, ("nvidia-smi",)):
         line = raw.strip()
@@ -85,21 +98,24 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
             continue
         row = dict(zip(columns, cells))
         index = integer(row.get("index"))
+        if index is None and header_seen and "index" not in columns:
+            index = rows_read  # no index column: nvidia-smi prints one row per GPU in index order
         if index is None or (not header_seen and not row.get("bus_id", "").count(":")):
             unparsed.append(raw)
             continue
+        rows_read += 1
 
         def add(kind: str, attrs: dict) -> None:
             findings.append(Finding(kind=kind, attrs=attrs, line=line, line_no=no, source=NAME))
 
         attrs: dict = {"index": index}
-        for key in ("name", "bus_id", "uuid", "serial"):
+        for key in _GPU_TEXT:
             if key in row and not is_missing(row[key]):
                 attrs[key] = row[key]
         for key in _GPU_NUMBERS:
             value = number(row.get(key))
             if value is not None:
-                attrs[key] = int(value) if key != "power_w" else value
+                attrs[key] = int(value) if key not in _FLOATS else value
         add("gpu", attrs)
 
         driver = row.get("driver")
