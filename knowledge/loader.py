@@ -248,10 +248,15 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
                 if not isinstance(cmd, dict) or not isinstance(cmd.get("command"), str):
                     err(("next_commands", i), "each next command needs 'command' (text) and 'why' {en, zh}")
                     continue
-                extra = set(cmd) - {"command", "why"}
+                extra = set(cmd) - {"command", "why", "caution", "root"}
                 if extra:
-                    err(("next_commands", i), f"unknown keys {sorted(extra)} in a next command")
+                    err(("next_commands", i), f"unknown keys {sorted(extra)} in a next command; "
+                                              "allowed: command, why, caution, root")
                 _bilingual(cmd.get("why"), "why", err, ("next_commands", i, "why"))
+                if "caution" in cmd:
+                    _bilingual(cmd["caution"], "caution", err, ("next_commands", i, "caution"))
+                if "root" in cmd and not isinstance(cmd["root"], bool):
+                    err(("next_commands", i, "root"), "root must be true or false")
     fix = data.get("fix")
     if fix is not None:
         if not isinstance(fix, dict):
