@@ -3,11 +3,15 @@
 The entry names a base tier; the evidence can move it (``adjust_tier``):
 
 * GPU evidence sets the tier NVIDIA's resolution bucket calls for (``hardware_tier``): an XID to
-  ignore or an application restart → ``self``; a GPU reset → ``remote``; a reboot, a reseat or the
-  ECC/NVLink workflows, a GPU fallen off the bus → ``onsite``; a failed row remap → ``vendor``.
-  Repeats on the same GPU or node (``knowledge.escalation``) → ``vendor`` (bot.engine);
-* an InfiniBand port down/polling on an InfiniBand link, or IB completion errors under a cause that
-  is not a configuration fix → at least ``onsite`` (cables, optics, switch ports need hands);
+  ignore or an application restart (a contained XID 94, a pending remap's XID 63, XID 92) →
+  ``self``; a GPU reset → ``remote``; a reboot, a reseat or the ECC/NVLink workflows, a GPU fallen
+  off the bus (XID 79, GPU lost) → ``onsite`` first; a failed row remap (XID 64 or
+  ``Remapping Failure Occurred: Yes``) → ``vendor``. Repeats on the same GPU or node, repeated
+  uncorrectable errors included (``knowledge.escalation``) → ``vendor`` (bot.engine);
+* physical link evidence → at least ``onsite`` (cables, optics, switch ports need hands): an
+  InfiniBand port down/polling on an InfiniBand link layer, or a rising physical-layer counter
+  (symbol errors, link recoveries, link downs). A completion error alone does not: on RoCE it is
+  as often a GID index or routing setting that is fixed remotely;
 * shared-memory findings → ``self`` (a container flag or a DataLoader setting).
 
 Rates are the team's configuration (a YAML rate card); nothing here ships market prices.
@@ -32,14 +36,15 @@ class RateCardError(Exception):
 
 
 # NVIDIA's resolution bucket for an XID (shared/reference/xid-catalog.csv) -> the least tier it needs.
-# Restart-the-application and ignore buckets need nobody; a GPU reset needs an administrator; a
-# reboot, a reseat or NVIDIA's ECC/NVLink workflows need hands at the node first. The vendor (RMA)
-# is for a board that keeps failing: a row remap that failed, or repeats (knowledge.escalation).
+# Restart-the-application and ignore buckets need nobody; a GPU reset, and NVIDIA's XID 48 workflow
+# (drain, reset, check the remap), need an administrator; a reboot or power cycle, a reseat or the
+# NVLink workflows need hands at the node first. The vendor (RMA) is for a board that keeps failing:
+# a row remap that failed (XID 64), or repeats (knowledge.escalation).
 BUCKET_TIER = {
     "RESET_GPU": "remote",
     "RESTART_BM": "onsite",
     "CHECK_MECHANICALS": "onsite",
-    "WORKFLOW_XID_48": "onsite",
+    "WORKFLOW_XID_48": "remote",
     "WORKFLOW_NVLINK_ERR": "onsite",
     "WORKFLOW_NVLINK5_ERR": "onsite",
 }
@@ -57,6 +62,14 @@ def _above(a: str, b: str) -> bool:
     return TIER_ORDER.index(a) > TIER_ORDER.index(b)
 
 
+# XIDs whose code alone is an RMA case whatever the bucket says: 64, a row remap that failed
+# (NVML: a remapping failure means the GPU has run out of spare rows)
+VENDOR_XIDS = {64: "XID 64: a row remap failed, the GPU has no spare rows left and needs replacing"}
+# physical-layer counters: a cable, optic or port, not a setting
+PHYSICAL_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
+                     "LocalLinkIntegrityErrors", "PortRcvRemotePhysicalErrors", "ExcessiveBufferOverrunErrors")
+
+
 def hardware_tier(findings: Sequence[Finding]) -> tuple[str, str] | None:
     """The tier the GPU evidence itself calls for, with the reason; None without such evidence."""
     tier: str | None = None
@@ -64,6 +77,8 @@ def hardware_tier(findings: Sequence[Finding]) -> tuple[str, str] | None:
     for f in findings:
         if f.kind == "row-remap" and f.attrs.get("failure"):
             return "vendor", "a row remap failed: the GPU has no spare rows left and needs replacing"
+        if f.kind == "xid" and f.attrs.get("code") in VENDOR_XIDS:
+            return "vendor", VENDOR_XIDS[f.attrs["code"]]
         if f.kind == "xid":
             row = _xid_row(f.attrs.get("code"))
             if row is None:
@@ -77,19 +92,35 @@ def hardware_tier(findings: Sequence[Finding]) -> tuple[str, str] | None:
     return (tier, why) if tier else None
 
 
+def _count(value: Any) -> int:
+    try:
+        return int(str(value).replace(",", ""))
+    except ValueError:
+        return 0
+
+
+def physical_link_fault(findings: Sequence[Finding]) -> bool:
+    """A port down/polling on an InfiniBand link layer, or a physical-layer error counter above zero."""
+    for f in findings:
+        if f.kind == "ib-port" and str(f.attrs.get("state", "")).lower() in ("down", "polling") \
+                and str(f.attrs.get("link_layer", "")).lower() != "ethernet":
+            return True
+        if f.kind == "nic-counter" and f.attrs.get("counter") in PHYSICAL_COUNTERS and _count(f.attrs.get("value")) > 0:
+            return True
+    return False
+
+
 def adjust_tier(base: str, category: str, findings: Sequence[Finding]) -> tuple[str, str | None]:
     """Return (tier, reason for the change or None)."""
-    kinds = {f.kind for f in findings}
     if category == "gpu-hardware":
         hw = hardware_tier(findings)
         if hw is None or hw[0] == base:
             return base, None
         return hw
-    physical = any(f.kind == "ib-port" and str(f.attrs.get("state", "")).lower() in ("down", "polling")
-                   and str(f.attrs.get("link_layer", "")).lower() != "ethernet" for f in findings)
-    if category == "communication" and (physical or ("ib-error" in kinds and base != "self")):
+    if category == "communication" and physical_link_fault(findings):
         if _above("onsite", base):
-            return "onsite", "InfiniBand port or completion errors: a cable, optic or switch port needs hands on site"
+            return "onsite", "a physical link fault (port down on InfiniBand, or rising symbol/link-down counters): " \
+                             "a cable, optic or switch port needs hands on site"
         return base, None
     if category == "shared-memory" and base != "self":
         return "self", "shared-memory limits are a container or DataLoader setting the team controls"

@@ -581,7 +581,7 @@ XID: dict[int, dict] = {
     },
     43: {
         'name': 'Channel reset verification error (GPU stopped processing for a faulting app)',
-        'name_zh': '通道复位校验错误（出错应用的 GPU 通道被停止）',
+        'name_zh': '通道重置校验错误（出错应用的 GPU 通道被停止）',
         'indicates': 'user application (its channel was torn down after a fault)',
         'action': 'Informational; no action unless it repeats together with other errors',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
@@ -626,7 +626,7 @@ XID: dict[int, dict] = {
         'name_zh': 'GPU 超时（GPU 停止处理）',
         'indicates': 'hardware or driver; GPU no longer making progress',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -652,7 +652,7 @@ XID: dict[int, dict] = {
         'name_zh': '显存双比特（不可纠正）ECC 错误',
         'indicates': 'memory hardware (DRAM/HBM uncorrectable ECC)',
         'action': 'Drain the node and reset the GPU so row remapping or page retirement takes effect; check remapped rows/retired pages; RMA if remapping fails or errors repeat',
-        'action_zh': '排空节点并复位 GPU，使行重映射或页退役生效；查看已重映射的行和已退役的页；重映射失败或错误反复出现时申请 RMA。',
+        'action_zh': '排空节点并重置 GPU，使行重映射或页退役生效；查看已重映射的行和已退役的页；重映射失败或错误反复出现时申请 RMA。',
         'bucket': 'WORKFLOW_XID_48',
         'hardware': True,
         'sources': [
@@ -732,7 +732,7 @@ XID: dict[int, dict] = {
         'name_zh': '供电问题导致降频（辅助电源异常）',
         'indicates': 'power delivery (missing/loose power cable, PSU)',
         'action': 'Check power delivery (auxiliary power cables, PSU) and cooling, then reset the GPU',
-        'action_zh': '检查供电（辅助电源线、PSU）和散热等物理部件，再复位 GPU。',
+        'action_zh': '检查供电（辅助电源线、PSU）和散热等物理部件，再重置 GPU。',
         'bucket': 'CHECK_MECHANICALS',
         'hardware': True,
         'sources': [
@@ -812,7 +812,7 @@ XID: dict[int, dict] = {
         'action': 'Restart the failed job; if the same GPU keeps producing it, run DCGM diagnostics and review the application/CUDA stack',
         'action_zh': '重新提交出错的作业即可；如果同一块 GPU 反复出现该 Xid，运行 dcgmi diag 并检查应用代码与 CUDA 软件栈。',
         'bucket': 'RESTART_APP',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -837,7 +837,7 @@ XID: dict[int, dict] = {
         'name_zh': 'PMU 停机（内部微控制器停止运行）',
         'indicates': 'firmware / hardware; sometimes thermal',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -853,7 +853,7 @@ XID: dict[int, dict] = {
         'action': 'No immediate action; schedule a GPU reset or node reboot so the pending remap/retirement takes effect, and watch remapped-row counts',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
         'bucket': 'IGNORE',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -866,7 +866,7 @@ XID: dict[int, dict] = {
         'name_zh': '页退役或行重映射失败',
         'indicates': 'memory hardware (repair resources exhausted or failed)',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -998,7 +998,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink 错误',
         'indicates': 'NVLink hardware/link (GPU, NVSwitch, cable or peer GPU)',
         'action': 'Drain and reset the GPU (or reboot); decode the register fields, check NVLink/NVSwitch and fabric manager, run diagnostics; RMA if it persists',
-        'action_zh': '排空并复位 GPU（或重启节点）；解读寄存器字段，检查 NVLink、NVSwitch 与 fabric manager，运行诊断；持续出现则申请 RMA。',
+        'action_zh': '排空并重置 GPU（或重启节点）；解读寄存器字段，检查 NVLink、NVSwitch 与 fabric manager，运行诊断；持续出现则申请 RMA。',
         'bucket': 'WORKFLOW_NVLINK_ERR',
         'hardware': True,
         'sources': [
@@ -1080,7 +1080,7 @@ XID: dict[int, dict] = {
         'action': 'Restart the failed job; if the same GPU keeps producing it, run DCGM diagnostics and review the application/CUDA stack',
         'action_zh': '重新提交出错的作业即可；如果同一块 GPU 反复出现该 Xid，运行 dcgmi diag 并检查应用代码与 CUDA 软件栈。',
         'bucket': 'RESTART_APP',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -1236,7 +1236,7 @@ XID: dict[int, dict] = {
         'action': 'Monitor the corrected-error count; if it keeps climbing, run diagnostics and plan a replacement',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
         'bucket': 'IGNORE',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -1250,7 +1250,7 @@ XID: dict[int, dict] = {
         'action': 'Informational; no action unless it repeats together with other errors',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
         'bucket': 'IGNORE',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -1263,7 +1263,7 @@ XID: dict[int, dict] = {
         'action': 'Restart the failed job; if the same GPU keeps producing it, run DCGM diagnostics and review the application/CUDA stack',
         'action_zh': '重新提交出错的作业即可；如果同一块 GPU 反复出现该 Xid，运行 dcgmi diag 并检查应用代码与 CUDA 软件栈。',
         'bucket': 'RESTART_APP',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -1275,7 +1275,7 @@ XID: dict[int, dict] = {
         'name_zh': '未隔离的 ECC 错误（影响整块 GPU）',
         'indicates': 'memory (uncorrectable ECC that could not be contained)',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -1458,9 +1458,9 @@ XID: dict[int, dict] = {
         'name_zh': '上下文切换超时',
         'indicates': 'user application (long/hung kernel) or driver; can follow other faults',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -1471,7 +1471,7 @@ XID: dict[int, dict] = {
         'name_zh': '安全故障',
         'indicates': 'hardware / firmware',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -1588,7 +1588,7 @@ XID: dict[int, dict] = {
         'name_zh': 'GSP RPC 超时（驱动等待 GSP 响应过久）',
         'indicates': 'firmware (GSP) / driver; GPU often needs a reset',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -1601,7 +1601,7 @@ XID: dict[int, dict] = {
         'name_zh': 'GSP 错误',
         'indicates': 'firmware (GSP) / driver',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -1616,7 +1616,7 @@ XID: dict[int, dict] = {
         'action': 'Informational; no action unless it repeats together with other errors',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
         'bucket': 'IGNORE',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -1809,7 +1809,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink 链路训练（ALI）失败',
         'indicates': 'NVLink hardware / link bring-up',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -1824,7 +1824,7 @@ XID: dict[int, dict] = {
         'action': 'Informational; no action unless it repeats together with other errors',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
         'bucket': 'IGNORE',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -1861,7 +1861,7 @@ XID: dict[int, dict] = {
         'name_zh': '逃逸出隔离机制的未恢复 ECC 错误',
         'indicates': 'memory (ECC error not handled by the normal containment path)',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -1901,7 +1901,7 @@ XID: dict[int, dict] = {
         'name_zh': 'GPU 初始化错误',
         'indicates': 'hardware or driver/firmware; GPU failed to initialise',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -1914,7 +1914,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink5 SAW 单元错误',
         'indicates': 'NVLink (Blackwell-generation link/fabric unit); line carries Fatal/Nonfatal and register values',
         'action': 'Read the severity word (Fatal/Nonfatal) and subcode; fatal: drain, reset GPU or reboot and inspect the link/peer device; repeated nonfatal: run diagnostics',
-        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、复位 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
+        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、重置 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
         'bucket': 'WORKFLOW_NVLINK5_ERR',
         'hardware': True,
         'sources': [
@@ -1928,7 +1928,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink5 RLW 单元错误',
         'indicates': 'NVLink (Blackwell-generation link/fabric unit); line carries Fatal/Nonfatal and register values',
         'action': 'Read the severity word (Fatal/Nonfatal) and subcode; fatal: drain, reset GPU or reboot and inspect the link/peer device; repeated nonfatal: run diagnostics',
-        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、复位 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
+        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、重置 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
         'bucket': 'WORKFLOW_NVLINK5_ERR',
         'hardware': True,
         'sources': [
@@ -1942,7 +1942,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink5 TLW 单元错误',
         'indicates': 'NVLink (Blackwell-generation link/fabric unit); line carries Fatal/Nonfatal and register values',
         'action': 'Read the severity word (Fatal/Nonfatal) and subcode; fatal: drain, reset GPU or reboot and inspect the link/peer device; repeated nonfatal: run diagnostics',
-        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、复位 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
+        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、重置 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
         'bucket': 'WORKFLOW_NVLINK5_ERR',
         'hardware': True,
         'sources': [
@@ -1956,7 +1956,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink5 TREX 单元错误',
         'indicates': 'NVLink (Blackwell-generation link/fabric unit); line carries Fatal/Nonfatal and register values',
         'action': 'Read the severity word (Fatal/Nonfatal) and subcode; fatal: drain, reset GPU or reboot and inspect the link/peer device; repeated nonfatal: run diagnostics',
-        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、复位 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
+        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、重置 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
         'bucket': 'WORKFLOW_NVLINK5_ERR',
         'hardware': True,
         'sources': [
@@ -1970,7 +1970,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink5 NVLPW 控制单元错误',
         'indicates': 'NVLink (Blackwell-generation link/fabric unit); line carries Fatal/Nonfatal and register values',
         'action': 'Read the severity word (Fatal/Nonfatal) and subcode; fatal: drain, reset GPU or reboot and inspect the link/peer device; repeated nonfatal: run diagnostics',
-        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、复位 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
+        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、重置 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
         'bucket': 'WORKFLOW_NVLINK5_ERR',
         'hardware': True,
         'sources': [
@@ -1984,7 +1984,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink5 NETIR 单元错误',
         'indicates': 'NVLink (Blackwell-generation link/fabric unit); line carries Fatal/Nonfatal and register values',
         'action': 'Read the severity word (Fatal/Nonfatal) and subcode; fatal: drain, reset GPU or reboot and inspect the link/peer device; repeated nonfatal: run diagnostics',
-        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、复位 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
+        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、重置 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
         'bucket': 'WORKFLOW_NVLINK5_ERR',
         'hardware': True,
         'sources': [
@@ -1998,7 +1998,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink5 MSE 单元错误',
         'indicates': 'NVLink (Blackwell-generation link/fabric unit); line carries Fatal/Nonfatal and register values',
         'action': 'Read the severity word (Fatal/Nonfatal) and subcode; fatal: drain, reset GPU or reboot and inspect the link/peer device; repeated nonfatal: run diagnostics',
-        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、复位 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
+        'action_zh': '先看日志中的严重级别（Fatal/Nonfatal）和子代码：Fatal 需排空、重置 GPU 或重启并检查链路和对端设备；Nonfatal 反复出现时运行诊断。',
         'bucket': 'WORKFLOW_NVLINK5_ERR',
         'hardware': True,
         'sources': [
@@ -2051,7 +2051,7 @@ XID: dict[int, dict] = {
         'name_zh': 'GPU 恢复动作变更',
         'indicates': 'meta event: the driver states what recovery the GPU now needs (none, GPU reset, node reboot, drain P2P)',
         'action': 'Apply the guidance for the Xid that triggered it; the message names the required recovery (GPU reset, node reboot or drain peer-to-peer)',
-        'action_zh': '按触发它的那个 Xid 处理；日志会写明 GPU 现在需要的恢复动作（复位 GPU、重启节点或排空 P2P）。',
+        'action_zh': '按触发它的那个 Xid 处理；日志会写明 GPU 现在需要的恢复动作（重置 GPU、重启节点或排空 P2P）。',
         'bucket': 'SEE_TRIGGERING_XID',
         'hardware': False,
         'sources': [
@@ -2064,7 +2064,7 @@ XID: dict[int, dict] = {
         'name_zh': 'NVLink 软件定义错误',
         'indicates': 'NVLink / driver',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -2077,7 +2077,7 @@ XID: dict[int, dict] = {
         'name_zh': '资源退役事件',
         'indicates': 'memory/hardware self-repair (a resource was retired)',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -2092,7 +2092,7 @@ XID: dict[int, dict] = {
         'action': 'Informational; no action unless it repeats together with other errors',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
         'bucket': 'IGNORE',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -2103,7 +2103,7 @@ XID: dict[int, dict] = {
         'name_zh': 'GPU 致命超时',
         'indicates': 'hardware / firmware (GPU unresponsive)',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [
@@ -2144,7 +2144,7 @@ XID: dict[int, dict] = {
         'action': 'Informational; no action unless it repeats together with other errors',
         'action_zh': '属于提示性事件，单独出现时无需处理；若与其他 Xid 一起反复出现，按那些 Xid 处理。',
         'bucket': 'IGNORE',
-        'hardware': True,
+        'hardware': False,
         'sources': [
             'https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html',
             'https://github.com/NVIDIA/NVSentinel/blob/6f8b0fcfa8e502bdda78fabf96facef729a9285b/distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv',
@@ -2155,7 +2155,7 @@ XID: dict[int, dict] = {
         'name_zh': '较新的代码（来源映射中尚无助记名）',
         'indicates': 'unknown (recent driver); treat as GPU-level fault',
         'action': 'Drain the workload, reset the GPU (or reboot the node); if it comes back, run field diagnostics and contact the vendor',
-        'action_zh': '先把节点上的作业排空（drain），再复位 GPU 或重启节点；复位后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
+        'action_zh': '先把节点上的作业排空（drain），再重置 GPU 或重启节点；重置后仍复现则运行现场诊断（dcgmi diag -r 3）并联系厂商。',
         'bucket': 'RESET_GPU',
         'hardware': True,
         'sources': [

@@ -26,9 +26,15 @@ How ``hardware`` is decided
 board, so that the node should be drained and the GPU checked/RMA'd rather than the job simply
 restarted?".  The rule, applied in order:
 
+0. NVIDIA's bucket says to ignore it or restart the application (``IGNORE``, ``RESTART_APP``)
+   -> False, even when the code records a memory event: a contained ECC error (94), a pending
+   remap (63), a high corrected-error rate (92) are handled by containment, page blacklisting and
+   the next reset, so they never by themselves call for draining the node or an RMA (escalation
+   on repeats is knowledge.escalation's job).
 1. The bucket says the GPU or node must be reset, rebooted or physically checked, or it is one
    of NVIDIA's memory/NVLink workflows: ``RESET_GPU``, ``RESTART_BM``, ``CHECK_MECHANICALS``,
-   ``WORKFLOW_XID_48``, ``WORKFLOW_NVLINK_ERR``, ``WORKFLOW_NVLINK5_ERR`` -> True.
+   ``WORKFLOW_XID_48``, ``WORKFLOW_NVLINK_ERR``, ``WORKFLOW_NVLINK5_ERR`` -> True, unless the
+   first-named suspect (rule 3) is ``user application`` or ``driver`` (109: a hung kernel).
 2. The bucket is a software/configuration procedure: ``UPDATE_SWFW``, ``RESTART_VM``,
    ``CHECK_UVM``, ``WORKFLOW_XID_45`` (a side effect of another Xid) -> False.
 3. Otherwise look at the *first-named suspect* in ``indicates``: parenthesised remarks
@@ -65,6 +71,8 @@ HARDWARE_BUCKETS = {
     "WORKFLOW_XID_48", "WORKFLOW_NVLINK_ERR", "WORKFLOW_NVLINK5_ERR",
 }
 SOFTWARE_BUCKETS = {"UPDATE_SWFW", "RESTART_VM", "CHECK_UVM", "WORKFLOW_XID_45"}
+# NVIDIA says keep running or restart the job: nobody needs to touch the GPU, whatever it records
+NO_HANDS_BUCKETS = {"IGNORE", "RESTART_APP"}
 HARDWARE_WORDS = re.compile(
     r"\b(memory|ecc|dram|hbm|nvlink|pcie|bus|thermal|temperature|power|firmware|"
     r"micro-controller|inforom|flash|cache|interconnect|hardware)\b",
@@ -89,8 +97,10 @@ def first_suspect(indicates: str) -> str:
 
 
 def is_hardware(indicates: str, bucket: str) -> bool:
+    if bucket in NO_HANDS_BUCKETS:
+        return False
     if bucket in HARDWARE_BUCKETS:
-        return True
+        return not NOT_HARDWARE_START.search(first_suspect(indicates))
     if bucket in SOFTWARE_BUCKETS:
         return False
     suspect = first_suspect(indicates)

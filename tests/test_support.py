@@ -116,3 +116,49 @@ def test_one_exit_counts_once_and_the_launcher_traceback_rules_nothing_out(engin
     assert not any("ruled out by python-exception" in e for e in launcher.explain), launcher.explain
     # and an expert's next reading of a SIGKILL is offered beside it: the scheduler killed it
     assert any(c.category == "scheduler" and c.alternative for c in d.causes), [c.id for c in d.causes]
+
+
+# ---- tiers from evidence (issue 15): vendor only on a failed remap, XID 64 or repeats ---------
+def _xid(code: int):
+    from collectors.findings import Finding
+
+    return Finding("xid", {"code": code, "pci": "0000:3b:00"})
+
+
+def test_memory_events_nvidia_buckets_as_ignore_or_restart_stay_with_the_team():
+    # 63 (remap pending), 92 (corrected-error rate) and 94 (contained) are ignore / restart-app
+    for code in (63, 92, 94):
+        tier, why = adjust_tier("vendor", "gpu-hardware", [_xid(code)])
+        assert tier == "self", (code, why)
+
+
+def test_xid_64_a_failed_remap_is_the_vendor_and_a_reset_is_remote():
+    assert adjust_tier("self", "gpu-hardware", [_xid(64)])[0] == "vendor"
+    assert adjust_tier("self", "gpu-hardware", [_xid(48)])[0] == "remote"   # drain, reset, check remap
+    assert adjust_tier("self", "gpu-hardware", [_xid(95)])[0] == "remote"   # RESET_GPU
+    assert adjust_tier("vendor", "gpu-hardware", [_xid(79)])[0] == "onsite"  # reboot, reseat first
+
+
+def test_the_catalog_hardware_flag_follows_nvidias_bucket():
+    from knowledge.xid_catalog import XID
+
+    for code in (63, 92, 93, 94, 109, 121, 137):
+        assert XID[code]["hardware"] is False, code
+    for code in (48, 64, 74, 79, 95):
+        assert XID[code]["hardware"] is True, code
+
+
+def test_only_physical_link_evidence_sends_a_network_fault_on_site():
+    from collectors.findings import Finding
+
+    completion = Finding("ib-error", {"status": "12", "vendor_err": "129"})
+    # a RoCE GID misconfiguration shows completion errors too: no on-site visit for a setting
+    assert adjust_tier("remote", "communication", [completion]) == ("remote", None)
+    roce_down = Finding("ib-port", {"state": "Down", "link_layer": "Ethernet"})
+    assert adjust_tier("remote", "communication", [completion, roce_down]) == ("remote", None)
+    ib_down = Finding("ib-port", {"state": "Down", "link_layer": "InfiniBand"})
+    assert adjust_tier("remote", "communication", [completion, ib_down])[0] == "onsite"
+    symbols = Finding("nic-counter", {"device": "mlx5_0:1", "counter": "SymbolErrorCounter", "value": "1843"})
+    assert adjust_tier("remote", "communication", [symbols])[0] == "onsite"
+    clean = Finding("nic-counter", {"device": "mlx5_0:1", "counter": "SymbolErrorCounter", "value": "0"})
+    assert adjust_tier("remote", "communication", [clean]) == ("remote", None)
