@@ -47,7 +47,7 @@ def test_the_layout_follows_the_width_and_says_each_fact_once(engine, monkeypatc
     assert text.count("[Rank 13] Watchdog caught collective operation timeout") == 1
     # the commands name the file given, not a made-up one
     assert "hf-trainer-multinode-allreduce-timeout-connection-closed.log" in text.split(RULE)[0]
-    assert "train.log" not in text and "rank*.log" not in text
+    assert "train.log" not in text and "rank*.log" not in text and "<logs>" not in text
 
 
 def test_no_first_rank_boilerplate_on_a_single_kernel_log(engine, monkeypatch):

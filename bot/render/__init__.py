@@ -63,8 +63,8 @@ def _commands(diagnosis, cause, lang: str) -> list[dict[str, Any]]:
     out = []
     for c in cause.entry.next_commands:
         cmd = c["command"]
-        if all_logs:
-            cmd = cmd.replace("rank*.log", all_logs)
+        if all_logs:  # <logs>: the job's log file(s), whether one per rank or one for all
+            cmd = cmd.replace("<logs>", all_logs).replace("rank*.log", all_logs)
         if log:
             for ph in _LOG_PLACEHOLDERS:
                 cmd = cmd.replace(ph, shlex.quote(shown[log]))
@@ -130,12 +130,26 @@ def printable(value: Any) -> Any:
 
 
 def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
-    """"Look at rank 17 (gpu03): ..." from the JSON's culprit, or None."""
+    """"Look at rank 17 (gpu03): ..." from the JSON's culprit, or None. A laggard's line says where
+    the others wait ("63 ranks wait in ALLREDUCE #41201 of PG 0; rank 17 last completed #41198");
+    the culprit's node evidence, when a collection has it, follows ("gpu03 logged: ... Xid 79")."""
     c = doc.get("culprit")
     if not c:
         return None
     who = ", ".join(x for x in (f"rank {c['rank']}" if c.get("rank") is not None else "", c.get("node") or "") if x)
-    return t(f"culprit.{c['reason']}", lang, who=who)
+    coll = c.get("collective") or {}
+    if c["reason"] == "laggard" and coll.get("waiting") and coll.get("seq") is not None:
+        op = f"{coll['op']} " if coll.get("op") else ""
+        pg = t("culprit.pg", lang, pg=coll["pg"]) if coll.get("pg") is not None else ""
+        last = (t("culprit.last_completed", lang, who=who, seq=coll["last_completed"])
+                if coll.get("last_completed") is not None else "")
+        text = t("culprit.laggard_in", lang, n=coll["waiting"], op=op, seq=coll["seq"], pg=pg, last=last, who=who)
+    else:
+        text = t(f"culprit.{c['reason']}", lang, who=who)
+    ev = c.get("node_evidence") or []
+    if ev:
+        text += t("culprit.node_logged", lang, node=c.get("node"), line=printable(ev[0]["line"])[:200])
+    return text
 
 
 def first_error_is_evidence(doc: dict[str, Any]) -> bool:
@@ -180,23 +194,57 @@ def culprit(diagnosis) -> dict[str, Any] | None:
     """The rank (and node) the evidence singles out, with the reason, or None.
 
     ``laggard``: one rank did not report the collective timeout every other rank reported at the
-    same sequence number (it was elsewhere); ``first-error``: the first error in time names its rank
-    or node, and is not itself a collective timeout (a rank that timed out was waiting for the
-    culprit). Several laggards, or a first error without rank or node, single nobody out."""
+    same sequence number (it was elsewhere); ``collective`` then says where the others wait and how
+    far the laggard got. ``first-error``: the first error in time names its rank or node, and is not
+    itself a collective timeout (a rank that timed out was waiting for the culprit). Several
+    laggards, or a first error without rank or node, single nobody out. When the culprit's node was
+    collected from, its own faults (an XID, a port down, the OOM killer) come with it as
+    ``node_evidence``, earliest first."""
+    found = None
     for f in diagnosis.findings:
         if f.kind == "rank-straggler":
             ranks = [r for r in str(f.attrs.get("ranks", "")).split(",") if r.strip().isdigit()]
             if len(ranks) == 1:
-                return {"rank": int(ranks[0]), "node": None, "reason": "laggard", "evidence": [f.line]}
-    fe = diagnosis.first_error
-    if fe is None or (fe.rank is None and not fe.node):
-        return None
-    # a rank whose collective timed out was waiting for another: it is a witness, not the culprit
-    waiting = any(f.kind in ("nccl-timeout", "collective-mismatch") and f.source == fe.source
-                  and f.line_no == fe.line_no for f in diagnosis.findings)
-    if waiting:
-        return None
-    return {"rank": fe.rank, "node": fe.node, "reason": "first-error", "evidence": [fe.line]}
+                coll = {k: f.attrs[k] for k in ("pg", "seq", "op", "waiting", "last_completed") if k in f.attrs}
+                found = {"rank": int(ranks[0]), "node": f.attrs.get("node"), "reason": "laggard",
+                         "evidence": [f.line], "collective": coll}
+                break
+    if found is None:
+        fe = diagnosis.first_error
+        if fe is None or (fe.rank is None and not fe.node):
+            return None
+        # a rank whose collective timed out was waiting for another: it is a witness, not the culprit
+        waiting = any(f.kind in ("nccl-timeout", "collective-mismatch") and f.source == fe.source
+                      and f.line_no == fe.line_no for f in diagnosis.findings)
+        if waiting:
+            return None
+        found = {"rank": fe.rank, "node": fe.node, "reason": "first-error", "evidence": [fe.line]}
+    if found["node"]:
+        ev = node_faults(diagnosis, found["node"])
+        if ev:
+            found["node_evidence"] = [{"kind": f.kind, "line": f.line, "source": f.source, "ts": f.ts} for f in ev]
+    return found
+
+
+# What a node's collectors can say that is a fault of that node (not a description of it)
+_NODE_FAULT_KINDS = {"xid", "gpu-lost", "ecc-error", "nvlink-error", "pcie-error", "thermal", "oom-killer",
+                     "host-oom", "ib-error", "disk-full", "io-error", "nfs-stall", "row-remap", "ib-port"}
+_PORT_UP = ("active", "linkup", "4: active", "5: linkup")
+
+
+def node_faults(diagnosis, node: str, limit: int = 3) -> list:
+    """The collected faults of ``node``, earliest first: not the log's lines (those are the job's
+    own), not facts marked normal, not a port that is up."""
+    logs = set(getattr(diagnosis, "sources", None) or [])
+    out = []
+    for f in diagnosis.findings:
+        if f.node != node or f.normal or f.source in logs or f.source == "compare" or f.kind not in _NODE_FAULT_KINDS:
+            continue
+        if f.kind == "ib-port" and str(f.attrs.get("state", "")).strip().lower() in _PORT_UP:
+            continue
+        out.append(f)
+    out.sort(key=lambda f: (f.ts is None, f.ts or ""))
+    return out[:limit]
 
 
 def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, Any]:
