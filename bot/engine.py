@@ -89,7 +89,11 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
                 f.source = name
             found.extend(parsed)
             fold_notes(node.node, name, unparsed)
-        per_node[node.node] = found
+        # ibstatus reads the ports ibstat could not: a port both printed is one port
+        by_ibstat = {(f.attrs.get("device"), f.attrs.get("port")) for f in found if f.kind == "ib-port"
+                     and f.source == "ibstat"}
+        per_node[node.node] = [f for f in found if not (f.kind == "ib-port" and f.source == "ibstatus"
+                                                        and (f.attrs.get("device"), f.attrs.get("port")) in by_ibstat)]
     # one line per set of missing commands, not one per command: "not checked, not installed: ..."
     for node, names in missing.items():
         note(node, f"not checked, command not installed: {', '.join(names)}")

@@ -33,7 +33,7 @@ class Collector:
 # Module names under collectors/node/, in the order collectors run and are shown.
 MODULES = (
     "kernel_log", "nvidia_smi", "nvidia_smi_query", "nvidia_smi_q", "nvidia_smi_topo", "nvml",
-    "ibstat", "ip_link", "ethtool_s", "perfquery", "df", "free", "ulimit_l", "processes", "iostat",
+    "ibstat", "ibstatus", "ip_link", "ethtool_s", "perfquery", "df", "free", "ulimit_l", "processes", "iostat",
 )
 
 

@@ -435,7 +435,7 @@ def _source_kind(source: str) -> str:
 
 
 _COLLECTOR_SOURCES = {
-    "kernel-log", "ibstat", "ip-link", "df", "free", "ulimit-l", "nvidia-smi", "nvidia-smi-query",
+    "kernel-log", "ibstat", "ibstatus", "ip-link", "df", "free", "ulimit-l", "nvidia-smi", "nvidia-smi-query",
     "nvidia-smi-q", "nvidia-smi-topo", "nvml", "iostat", "ethtool-S", "perfquery", "processes", "compare",
 }
 

@@ -321,7 +321,8 @@ def test_ibstat_down_port_evidence_is_its_state_line():
     (down,) = [p for p in of(findings, "ib-port") if p.attrs["state"] == "Down"]
     assert down.line == "State: Down" and down.line_no == 27
     assert down.attrs == {"device": "mlx5_2", "port": 1, "state": "Down", "phys_state": "Disabled", "rate": 10,
-                          "link_layer": "InfiniBand"}
+                          "link_layer": "InfiniBand", "base_lid": 65535, "sm_lid": 0, "lmc": 0,
+                          "port_guid": "0x0c42a1030017bb48"}
 
 
 def test_ibstat_cut_block_keeps_what_it_has():

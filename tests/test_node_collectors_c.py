@@ -275,3 +275,51 @@ def test_table_reads_every_cell_of_the_gpu_rows():
     assert "fan_pct" not in g  # N/A on an SXM board
     healthy.mark(findings)
     assert all(f.normal for f in of(findings, "gpu"))  # 1 MiB, no process: idle
+
+
+# --------------------------------------------------------------------------------------------
+# ibstatus beside ibstat
+# --------------------------------------------------------------------------------------------
+
+def test_ibstatus_every_port_and_field():
+    want = facts("ibstatus", "02.txt")
+    findings, unparsed = parse("ibstatus", text("ibstatus", "02.txt"))
+    assert unparsed == []
+    ports = {f"{f.attrs['device']}/{f.attrs['port']}": f.attrs for f in findings}
+    assert len(ports) == want["ports_total"] and not [p for p, a in ports.items() if a["state"] != "Active"]
+    for port in want["ib_ports_200"]:
+        a = ports[port]
+        assert (a["rate"], a["width"], a["speed"], a["link_layer"], a["phys_state"]) == (200, "4X", "HDR", "InfiniBand",
+                                                                                         "LinkUp")
+    (eth,) = want["ethernet_ports"]
+    assert ports[eth]["link_layer"] == "Ethernet" and ports[eth]["rate"] == 40 and "gid" not in ports[eth]
+    assert ports["mlx5_0/1"]["base_lid"] == 0x33bf and ports["mlx5_0/1"]["sm_lid"] == 1
+
+
+def test_ibstatus_without_indentation_after_its_prompt():
+    want = facts("ibstatus", "01.txt")["ports"]["mlx5_an0/1"]
+    findings, unparsed = parse("ibstatus", text("ibstatus", "01.txt"))
+    assert unparsed == []
+    (port,) = findings
+    assert port.attrs["state"] == "Active" and want["state"].endswith("ACTIVE")
+    assert port.attrs["phys_state"] == "LinkUp" and want["phys"].endswith("LinkUp")
+    assert port.line == "state: 4: ACTIVE"
+
+
+def test_ibstatus_states_read_like_ibstat():
+    # 08.txt's Polling port, as ibstatus prints a port in that state
+    body = ("Infiniband device 'mlx5_10' port 1 status:\n\tdefault gid:\t unknown\n\tbase lid:\t 0x364\n"
+            "\tsm lid:\t\t 0x14e\n\tstate:\t\t 1: DOWN\n\tphys state:\t 2: Polling\n\trate:\t\t 10 Gb/sec (4X SDR)\n"
+            "\tlink_layer:\t InfiniBand\n")
+    (ibstatus_port,), _ = parse("ibstatus", body)
+    (ibstat_port,), _ = parse("ibstat", text("ibstat", "08.txt"))
+    for key in ("device", "port", "state", "phys_state", "rate", "link_layer", "base_lid", "sm_lid"):
+        assert ibstatus_port.attrs[key] == ibstat_port.attrs[key], key
+
+
+def test_a_port_both_tools_print_is_one_port(engine):
+    d = engine.diagnose_bundle(bundle({"gpu01": {"ibstat": text("ibstat", "04.txt"),
+                                                 "ibstatus": text("ibstatus", "02.txt")}}))
+    ports = [(f.attrs["device"], f.source) for f in d.findings if f.kind == "ib-port"]
+    assert ports.count(("mlx5_7", "ibstat")) == 1 and ("mlx5_7", "ibstatus") not in ports
+    assert ("mlx5_8", "ibstatus") in ports  # the device ibstat could not read (ibpanic) comes from ibstatus

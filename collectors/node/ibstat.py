@@ -9,7 +9,8 @@ it), so several CAs, cut-off blocks and the single-port form ``CA: 'mlx5_0'`` al
 ``ibpanic:`` / ``ibwarn:`` errors (a CA that cannot be read, no IB devices) are reported as
 unparsed notes; ports printed before the error are still returned.
 
-Findings: one ``ib-port`` per port: device, port, state, phys_state, rate (Gb/s), link_layer.
+Findings: one ``ib-port`` per port: device, port, state, phys_state, rate (Gb/s), link_layer,
+base_lid, sm_lid, lmc and port_guid (when printed, not elided as ``...``).
 
 Fixtures (tests/fixtures/ibstat, sources in SOURCES.jsonl there): Azure HPC VM with an ibpanic
 (azhpc-diagnostics), H100 RoCE and IB nodes from gpud's test data and PR discussion, an AMD HDR
@@ -98,6 +99,10 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
                         port.attrs["rate"] = rate
                 elif key == "link layer":
                     port.attrs["link_layer"] = value
+                elif key in ("base lid", "sm lid", "lmc") and value.isdigit():
+                    port.attrs[key.replace(" ", "_")] = int(value)
+                elif key == "port guid" and value.lower().startswith("0x"):
+                    port.attrs["port_guid"] = value
                 continue
             if key in _CA_FIELDS or key in _PORT_FIELDS:
                 continue
