@@ -1294,7 +1294,7 @@ class _Scanner:
                 # the laggard's own timeout (in another collective, or another sequence number) says
                 # how far it got
                 done = [g.attrs["last_completed"] if "last_completed" in g.attrs else g.attrs["seq"] - 1
-                        for g in own.get(lag, []) if g.attrs.get("pg") == pg]
+                        for g in own.get(lag, []) if pg is None or g.attrs.get("pg") in (None, pg)]
                 if done:
                     attrs["last_completed"] = max(done)
             self.findings.append(Finding(

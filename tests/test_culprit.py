@@ -23,7 +23,8 @@ def test_the_one_rank_that_never_reached_the_collective_is_the_culprit(engine):
     text = steps + (FIX / "watchdog-old.txt").read_text(encoding="utf-8")
     (s,) = [f for f in parse_text(text).findings if f.kind == "rank-straggler"]
     assert s.attrs["ranks"] == "0"
-    assert doc_of(engine, text)["culprit"] == {"rank": 0, "node": None, "reason": "laggard", "evidence": [s.line]}
+    assert doc_of(engine, text)["culprit"] == {"rank": 0, "node": None, "reason": "laggard", "evidence": [s.line],
+                                               "collective": {"seq": 469508, "op": "ALLREDUCE", "waiting": 5}}
     # two ranks missing: nobody is singled out
     steps = "".join(f"[rank{i}]: step 100 | loss 2.0\n" for i in range(8))
     assert doc_of(engine, steps + (FIX / "watchdog-old.txt").read_text(encoding="utf-8"))["culprit"] is None
@@ -57,3 +58,43 @@ def test_the_one_laggard_of_1024_ranks_is_named(engine):
               for r in range(1024) if r != 517]
     doc = doc_of(engine, "".join(lines))
     assert doc["culprit"] and (doc["culprit"]["rank"], doc["culprit"]["reason"]) == (517, "laggard")
+
+
+def test_the_laggard_is_joined_with_its_nodes_own_faults(engine, tmp_path):
+    """Item 5 of issue 10: 7 of 8 ranks time out in ALLREDUCE #4410; rank 5 never does, and its NCCL
+    lines put it on gpu07, whose kernel log (a real capture) has XID 79. The culprit names rank 5 on
+    gpu07 with gpu07's XID, in the JSON and in every rendering, en and zh; the healthy node says nothing."""
+    import io
+    import json
+
+    from bot.render import as_dict, blocks, culprit_line, markdown, terminal
+    from collectors.bundle import read_bundle, write_bundle
+    from test_bundle import node
+
+    hosts = {r: ("gpu01" if r < 4 else "gpu07") for r in range(8)}
+    log = "".join(f"[rank{r}]:{hosts[r]}:{2290 + r}:{2290 + r} [{r % 4}] NCCL INFO comm 0x55d1 rank {r} nranks 8 "
+                  f"cudaDev {r % 4} busId 3b000 - Init COMPLETE\n" for r in range(8))
+    log += "".join(f"[rank{r}]:[E1206 18:44:1{r}.715298746 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught "
+                   "collective operation timeout: WorkNCCL(SeqNum=4410, OpType=ALLREDUCE, NumelIn=1048576, "
+                   "NumelOut=1048576, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n"
+                   for r in range(8) if r != 5)
+    nodes = {"gpu01": node("gpu01", [("df", (FIX.parent / "df" / "06.txt").read_text(), 0)]),
+             "gpu07": node("gpu07", [("kernel-log", (FIX.parent / "kernel-log" / "11.txt").read_text(), 0)])}
+    path = write_bundle(tmp_path / "b", nodes, job="77", logs={"job.log": log})
+    with read_bundle(path) as bundle:
+        diagnosis = engine.diagnose_bundle(bundle)
+    for lang in ("en", "zh"):
+        doc = as_dict(diagnosis, lang=lang)
+        c = doc["culprit"]
+        assert (c["rank"], c["node"], c["reason"]) == (5, "gpu07", "laggard")
+        assert c["collective"] == {"seq": 4410, "op": "ALLREDUCE", "waiting": 7}
+        assert [e["kind"] for e in c["node_evidence"]][:1] == ["xid"] and "Xid" in c["node_evidence"][0]["line"]
+        assert all(e.get("kind") != "xid" or "gpu01" not in e["line"] for e in c["node_evidence"])
+        said = culprit_line(doc, lang)
+        assert "#4410" in said and "rank 5, gpu07" in said and "Xid (PCI:0000:06:00): 79" in said
+        assert ("7 ranks wait in ALLREDUCE" if lang == "en" else "7 个 rank 停在 ALLREDUCE") in said
+        buf = io.StringIO()
+        terminal.render(doc, file=buf)
+        assert " ".join(said.split()) in " ".join(buf.getvalue().split())
+        assert said in markdown.render(doc)
+        assert said in json.dumps(blocks.render(doc).blocks, ensure_ascii=False)

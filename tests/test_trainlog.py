@@ -131,7 +131,7 @@ def test_watchdog_old_format_and_straggler():
     # ranks 0..7 are visible in the log (rank prefixes), 0, 4 and 5 never reported the timeout
     text = "".join(f"[rank{i}]: step 100 | loss 2.0\n" for i in range(8)) + fx("watchdog-old.txt")
     (s,) = kinds(parse_text(text), "rank-straggler")
-    assert s.attrs == {"ranks": "0,4,5", "seq": 469508}
+    assert s.attrs == {"ranks": "0,4,5", "seq": 469508, "waiting": 5, "op": "ALLREDUCE"}
 
 
 def test_no_straggler_when_every_rank_timed_out():
