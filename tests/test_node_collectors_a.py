@@ -439,7 +439,9 @@ def test_perfquery_idle_port_is_clean():
     facts = PERFQUERY["01.txt"]["facts"]
     findings, unparsed = run("perfquery", "01.txt")
     assert facts["healthy"] and all(v == 0 for v in facts["errors"].values())
-    assert findings == [] and unparsed == []
+    assert of(findings, "nic-counter") == [] and unparsed == []
+    (port,) = of(findings, "ib-port-counters")  # the traffic counters, zero on an idle port
+    assert port.attrs["device"] == "lid 10 port 1" and port.attrs["xmit_wait"] == facts["errors"]["PortXmitWait"]
 
 
 def test_perfquery_nonzero_counters():
@@ -449,8 +451,9 @@ def test_perfquery_nonzero_counters():
             .replace("LinkDownedCounter:...............0", "LinkDownedCounter:...............3")
             .replace("PortXmitWait:....................0", "PortXmitWait:....................999"))
     findings, _ = perfquery.parse(text)
-    assert [(f.attrs["device"], f.attrs["counter"], f.attrs["value"]) for f in findings] == [
+    assert [(f.attrs["device"], f.attrs["counter"], f.attrs["value"]) for f in of(findings, "nic-counter")] == [
         ("lid 10 port 1", "SymbolErrorCounter", 65535), ("lid 10 port 1", "LinkDownedCounter", 3)]
+    assert of(findings, "ib-port-counters")[0].attrs["xmit_wait"] == 999
 
 
 def test_perfquery_old_names_and_errors():
@@ -459,7 +462,7 @@ def test_perfquery_old_names_and_errors():
             "LinkRecovers:....................2\nRcvErrors:.......................0\n"
             "ibwarn: [123] mad_rpc_open_port: can't open UMAD port ((null):0)\n")
     findings, unparsed = perfquery.parse(text)
-    assert [(f.attrs["counter"], f.attrs["value"]) for f in findings] == [
+    assert [(f.attrs["counter"], f.attrs["value"]) for f in of(findings, "nic-counter")] == [
         ("SymbolErrorCounter", 65), ("LinkErrorRecoveryCounter", 2)]
     assert unparsed == ["ibwarn: [123] mad_rpc_open_port: can't open UMAD port ((null):0)"]
 
@@ -590,7 +593,9 @@ def test_free_old_procps_layout():
     (h,), unparsed = free.parse(text)
     assert unparsed == []
     assert h.attrs == {"total_mib": 15951, "used_mib": 3277, "available_mib": 12674, "available_pct": 79.5,
-                       "swap_total_mib": 8191, "swap_used_mib": 2}
+                       "swap_total_mib": 8191, "swap_used_mib": 2, "swap_free_mib": 8189, "free_mib": 481,
+                       "shared_mib": 0, "buffers_mib": 316, "cache_mib": 11876, "buff_cache_mib": 12192,
+                       "used_with_cache_mib": 15470}
 
 
 def test_free_new_procps_gi_suffixes():

@@ -323,3 +323,35 @@ def test_a_port_both_tools_print_is_one_port(engine):
     ports = [(f.attrs["device"], f.source) for f in d.findings if f.kind == "ib-port"]
     assert ports.count(("mlx5_7", "ibstat")) == 1 and ("mlx5_7", "ibstatus") not in ports
     assert ("mlx5_8", "ibstatus") in ports  # the device ibstat could not read (ibpanic) comes from ibstatus
+
+
+# --------------------------------------------------------------------------------------------
+# Every column a parser reads: free, iostat (avg-cpu), perfquery (traffic counters)
+# --------------------------------------------------------------------------------------------
+
+def test_free_every_column():
+    want = facts("free", "03.txt")
+    (mem,), unparsed = parse("free", text("free", "03.txt"))
+    assert unparsed == []
+    m, s = want["mem"], want["swap"]
+    assert (mem.attrs["total_mib"], mem.attrs["used_mib"], mem.attrs["free_mib"], mem.attrs["shared_mib"],
+            mem.attrs["buff_cache_mib"], mem.attrs["available_mib"]) == (
+        m["total"], m["used"], m["free"], m["shared"], m["buff_cache"], m["available"])
+    assert (mem.attrs["swap_total_mib"], mem.attrs["swap_used_mib"], mem.attrs["swap_free_mib"]) == (
+        s["total"], s["used"], s["free"])
+
+
+@pytest.mark.parametrize("name", ["02.txt", "03.txt"])
+def test_iostat_avg_cpu_and_iowait(name):
+    want = facts("iostat", name)["avg_cpu"]
+    findings, unparsed = parse("iostat", text("iostat", name))
+    assert unparsed == []
+    (cpu,) = of(findings, "host-cpu")
+    assert {k: cpu.attrs[f"{k}_pct"] for k in want} == want
+
+
+def test_iostat_device_columns_with_units():
+    findings, _ = parse("iostat", text("iostat", "03.txt"))
+    nvme = {f.attrs["device"]: f.attrs for f in of(findings, "disk-io")}["nvme6n1"]
+    assert nvme["util_pct"] == facts("iostat", "03.txt")["max_util"]["nvme6n1"]
+    assert "read_mb_per_s" in nvme and "read_kb_per_s" not in nvme  # iostat -m: MB/s, named so

@@ -9,8 +9,11 @@ with either suffix style (``3.6G``/``143M``/``0B`` from procps-ng 3.3.10, ``31Gi
 from newer releases), decimal points or commas.  Plain numbers are MiB, as the command asks for.
 The columns are located by the header, so added or reordered columns do not matter.
 
-Findings: one ``host-memory`` (total_mib, used_mib, available_mib, available_pct,
-swap_total_mib, swap_used_mib).
+Findings: one ``host-memory`` (total_mib, used_mib, available_mib, available_pct, free_mib,
+shared_mib, buff_cache_mib, buffers_mib and cache_mib where free prints them apart, swap_total_mib,
+swap_used_mib, swap_free_mib).  ``used_mib`` is memory used by processes: the ``-/+ buffers/cache``
+row's figure on old procps, whose Mem row counts the page cache as used (kept as
+``used_with_cache_mib``).
 
 Fixtures (tests/fixtures/free, sources in SOURCES.jsonl there): ``free -h`` on CentOS 7 with and
 without swap (cloudera-ps/prereq-checks, kellyjonbrazil/jc test data) and ``free -m`` on a 32 GB
@@ -103,6 +106,22 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
         attrs["swap_total_mib"] = swap["total"]
     if "used" in swap:
         attrs["swap_used_mib"] = swap["used"]
+    if "free" in swap:
+        attrs["swap_free_mib"] = swap["free"]
+    # the other columns of the Mem row, by their header names (free -w splits buffers and cache,
+    # old procps says "cached"); buff_cache_mib is their sum wherever they are apart
+    for column, key in (("free", "free_mib"), ("shared", "shared_mib"), ("buffers", "buffers_mib")):
+        if column in mem:
+            attrs[key] = mem[column]
+    cache = mem.get("cache", mem.get("cached"))
+    if cache is not None:
+        attrs["cache_mib"] = cache
+    if "buff/cache" in mem:
+        attrs["buff_cache_mib"] = mem["buff/cache"]
+    elif cache is not None or "buffers" in mem:
+        attrs["buff_cache_mib"] = round((cache or 0) + mem.get("buffers", 0), 1)
+    if "used" in cache_row and "used" in mem:
+        attrs["used_with_cache_mib"] = mem["used"]  # old procps: Mem's used counts the page cache
     line, line_no = mem_line
     return [Finding(kind="host-memory", attrs=attrs, line=line, line_no=line_no, source=NAME)], unparsed
 

@@ -19,6 +19,12 @@ NAME = "iostat"
 _NUM = re.compile(r"^-?\d+(?:[.,]\d+)?$")
 _BANNER = re.compile(r"^Linux\s+\S+\s+\(")
 _CPU_VALUES = re.compile(r"^\s*[\d.,]+(?:\s+[\d.,]+){3,}\s*$")
+# device columns (sysstat 10-12 names) -> attrs; units in the name (kB or MB, whichever iostat printed)
+_DEVICE_COLUMNS = {"r/s": "reads_per_s", "w/s": "writes_per_s", "rkb/s": "read_kb_per_s", "wkb/s": "write_kb_per_s",
+                   "rmb/s": "read_mb_per_s", "wmb/s": "write_mb_per_s", "r_await": "r_await_ms",
+                   "w_await": "w_await_ms", "aqu-sz": "queue_size", "avgqu-sz": "queue_size", "svctm": "svctm_ms",
+                   "rareq-sz": "read_size_kb", "wareq-sz": "write_size_kb"}
+_CPU_KEYS = ("user", "nice", "system", "iowait", "steal", "idle")
 _TIME = re.compile(r"^\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4}\s+\d{1,2}:\d{2}:\d{2}(?:\s*[AP]M)?\s*$")
 
 
@@ -31,6 +37,8 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
     tables: list[tuple[list[str], list[tuple[int, str, list[str]]]]] = []
     columns: list[str] | None = None
     in_cpu = False
+    cpu_columns: list[str] = []
+    cpu: tuple[int, str, dict[str, float]] | None = None  # the last avg-cpu report
     for no, raw in _text.lines(text, ("iostat",)):
         line = raw.strip()
         if not line:
@@ -41,8 +49,12 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
         if line.startswith("avg-cpu"):
             in_cpu = True
             columns = None
+            cpu_columns = [c.lstrip("%").lower() for c in line.split(":", 1)[-1].split()]
             continue
         if in_cpu and _CPU_VALUES.match(line):
+            values = line.split()
+            if len(values) == len(cpu_columns):
+                cpu = (no, line, {c: _float(v) for c, v in zip(cpu_columns, values)})
             continue
         in_cpu = False
         tokens = line.split()
@@ -56,6 +68,10 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
         unparsed.append(raw)
 
     findings: list[Finding] = []
+    if cpu is not None:
+        no, line, values = cpu
+        findings.append(Finding(kind="host-cpu", attrs={f"{c}_pct": v for c, v in values.items() if c in _CPU_KEYS},
+                                line=line, line_no=no, source=NAME))
     if not tables:
         return findings, unparsed
     columns, rows = tables[-1]
@@ -64,6 +80,9 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
         attrs: dict = {"device": tokens[0]}
         if "%util" in values:
             attrs["util_pct"] = values["%util"]
+        for column, key in _DEVICE_COLUMNS.items():
+            if column in values:
+                attrs[key] = values[column]
         awaits = [values[c] for c in ("r_await", "w_await") if c in values]
         if awaits:
             attrs["await_ms"] = max(awaits)
