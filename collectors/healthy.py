@@ -15,8 +15,10 @@ that is Active, an idle GPU) is not the odd node out.
 
 The rules, one function each:
 
-* an IB/RoCE port whose physical state is ``Disabled``: disabled by an administrator or the
-  subnet manager, not a link that failed (a failing link polls, flaps or takes errors);
+* an Ethernet (RoCE) port whose physical state is ``Disabled``: disabled by an administrator, not
+  a link that failed (a failing link polls, flaps or takes errors).  A disabled *InfiniBand* port
+  is not excused: the subnet manager also disables ports that take errors, and either way the
+  node has one rail fewer than its peers (preflight and the comparison name it);
 * an Ethernet-link-layer port that is not Active on a host with at least one Active InfiniBand
   port: the job's fabric is InfiniBand; that port is a spare or management NIC;
 * a filesystem that is a read-only image (squashfs, iso9660, udf, erofs, cramfs; snap mounts
@@ -35,8 +37,9 @@ IDLE_GPU_MIB = 1
 
 
 def _disabled_port(f: Finding, node: list[Finding]) -> str | None:
-    if f.kind == "ib-port" and str(f.attrs.get("phys_state", "")).lower() == "disabled":
-        return "port administratively disabled (physical state Disabled), not a failed link"
+    if f.kind == "ib-port" and str(f.attrs.get("phys_state", "")).lower() == "disabled" \
+            and str(f.attrs.get("link_layer", "")).lower() == "ethernet":
+        return "Ethernet port administratively disabled (physical state Disabled), not a failed link"
     return None
 
 

@@ -193,7 +193,8 @@ def test_kernel_oom_killer(name):
     findings, _ = run("kernel-log", name)
     want = [{"pid": k["pid"], "process": k["comm"], "anon_rss_kb": k["anon_rss_kb"]}
             for k in KERNEL[name]["facts"]["oom_killed"]]
-    assert [k.attrs for k in of(findings, "oom-killer")] == want
+    got = [{key: k.attrs[key] for key in ("pid", "process", "anon_rss_kb")} for k in of(findings, "oom-killer")]
+    assert got == want
 
 
 def test_kernel_iso_timestamps_kept():
@@ -220,9 +221,10 @@ KERNEL_VARIANTS = [
     ("kernel: XFS (dm-3): metadata I/O error in \"xfs_trans_read_buf_map\" at daddr 0x2 len 1 error 5",
      "io-error", {}),
     ("[ 5.1] Memory cgroup out of memory: Killed process 4242 (python) total-vm:100kB, anon-rss:5000kB, "
-     "file-rss:0kB", "oom-killer", {"pid": 4242, "process": "python", "anon_rss_kb": 5000}),
+     "file-rss:0kB", "oom-killer", {"pid": 4242, "process": "python", "anon_rss_kb": 5000, "total_vm_kb": 100,
+                                    "file_rss_kb": 0, "scope": "cgroup"}),
     ("[ 5.2] Out of memory: Kill process 12 (java) score 950 or sacrifice child", "oom-killer",
-     {"pid": 12, "process": "java"}),
+     {"pid": 12, "process": "java", "scope": "global"}),
     ("[ 6.0] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x26:0xffff:1096)", "gpu-lost", {"pci": "0000:3b:00"}),
     ("[ 6.0] NVRM: Xid (PCI:0000:3b:00): 74, pid=1, name=python, NVLink: fatal error detected on link 3", "xid",
      {"code": 74, "pci": "0000:3b:00", "pid": 1, "process": "python"}),

@@ -110,7 +110,7 @@ def test_topo_counts_and_nvlink_width_per_gpu():
 # Real captures of healthy nodes (or of nothing a job could die of), per collector.
 HEALTHY = [
     ("df", "06.txt"), ("ethtool-S", "01.txt"), ("free", "01.txt"), ("free", "02.txt"), ("free", "03.txt"),
-    ("ibstat", "03.txt"), ("ibstat", "04.txt"), ("ibstat", "05.txt"), ("ibstat", "07.txt"),
+    ("ibstat", "03.txt"), ("ibstat", "04.txt"), ("ibstat", "07.txt"),
     ("iostat", "02.txt"), ("ip-link", "02.txt"), ("nvidia-smi", "01.txt"), ("nvidia-smi-q", "01.txt"),
     ("nvidia-smi-query", "01.txt"), ("nvidia-smi-topo", "01.txt"), ("nvidia-smi-topo", "03.txt"),
     ("perfquery", "01.txt"),
@@ -355,3 +355,44 @@ def test_iostat_device_columns_with_units():
     nvme = {f.attrs["device"]: f.attrs for f in of(findings, "disk-io")}["nvme6n1"]
     assert nvme["util_pct"] == facts("iostat", "03.txt")["max_util"]["nvme6n1"]
     assert "read_mb_per_s" in nvme and "read_kb_per_s" not in nvme  # iostat -m: MB/s, named so
+
+
+def test_a_disabled_infiniband_port_is_not_excused():
+    # ibstat/05: an HDR node with mlx5_2 InfiniBand Down/Disabled beside an Active port: one rail fewer
+    findings, _ = parse("ibstat", text("ibstat", "05.txt"))
+    healthy.mark(findings)
+    assert [(f.attrs["device"], f.normal) for f in findings if f.attrs["state"] != "Active"] == [("mlx5_2", None)]
+
+
+# --------------------------------------------------------------------------------------------
+# kernel-log: the GPU's UUID on its Xid, a three-line "fallen off the bus", the OOM killer's context
+# --------------------------------------------------------------------------------------------
+
+def test_xid_carries_the_gpu_uuid_of_its_pci_id():
+    want = facts("kernel-log", "11.txt")
+    findings, unparsed = parse("kernel-log", text("kernel-log", "11.txt"))
+    assert unparsed == []  # the poster's '...' is an elision
+    (xid,) = of(findings, "xid")
+    assert (xid.attrs["code"], xid.attrs["pci"], xid.attrs["uuid"]) == (79, want["pci"], want["gpu_uuid"])
+    assert {f.attrs["uuid"] for f in of(findings, "gpu-lost")} == {want["gpu_uuid"]}
+
+
+def test_three_line_fallen_off_the_bus_keeps_the_pci_id_of_its_first_line():
+    want = facts("kernel-log", "16.txt")
+    findings, unparsed = parse("kernel-log", text("kernel-log", "16.txt"))
+    assert unparsed == []
+    (lost,) = of(findings, "gpu-lost")
+    assert lost.attrs["pci"] == want["lost_pci"] and lost.line_no == 3
+    assert of(findings, "xid") == [] and of(findings, "version")[0].attrs["value"] == want["driver"]
+
+
+@pytest.mark.parametrize("name", ["04.txt", "13.txt"])
+def test_oom_killer_uid_cgroup_and_scope(name):
+    want = facts("kernel-log", name)
+    findings, _ = parse("kernel-log", text("kernel-log", name))
+    (kill,) = of(findings, "oom-killer")
+    (victim,) = want["oom_killed"]
+    assert (kill.attrs["pid"], kill.attrs["uid"]) == (victim["pid"], victim["uid"])
+    assert kill.attrs["scope"] == ("global" if want["global_oom"] else "cgroup")
+    assert kill.attrs["task_memcg"].startswith(f"/user.slice/user-{victim['uid']}.slice")
+    assert kill.attrs["total_vm_kb"] > kill.attrs["anon_rss_kb"] > 0
