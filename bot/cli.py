@@ -109,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
                                     "(any critical), 2 could not check (any unknown, no critical).")
     pf.add_argument("--local", action="store_true", help="check this node, no SSH (a Slurm prolog)")
     pf.add_argument("--format", choices=("text", "json"), default="text")
+    pf.add_argument("--lang", choices=("en", "zh"), default=os.environ.get("GPU_TRIAGE_LANG", "en"),
+                    help="language of the reasons (en, zh)")
     _add_collection_flags(pf)
 
     cf = sub.add_parser("config", help="check the configuration file")
@@ -628,11 +630,11 @@ def cmd_preflight(args) -> int:
     if args.format == "json":
         import json
 
-        doc = report.to_json()
+        doc = report.to_json(args.lang)
         doc["exit_code"] = code
         sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
     else:
-        preflight.render_text(report, sys.stdout)
+        preflight.render_text(report, sys.stdout, args.lang)
     return code
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Sequence
 
 from collectors import trainlog
 from collectors.findings import Finding, FirstError, LogLine
+from collectors.said import Said
 from knowledge import catalog as catalog_mod
 from knowledge.loader import Entry
 from knowledge.match import CONFIDENT, Cause, Matcher
@@ -159,7 +160,8 @@ def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
         target.confidence = max(target.confidence, ALTERNATIVE_FLOOR)
         if not target.evidence:
             target.evidence = list(top.evidence[:1])
-        target.explain.append(f"checked next: the messages behind {top.id} also fit this family")
+        target.explain.append(Said(f"checked next: the messages behind {top.id} also fit this family",
+                                   f"下一步排查：{top.id} 背后的消息也符合这一大类"))
         target.alternative = True
         out.append(target)
     return out

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 from collectors.bundle import Bundle, NodeOutput
 from collectors.findings import Finding
 from collectors.remote import NodeResult
+from collectors.said import Said, in_lang
 
 OK, WARN, UNKNOWN, CRITICAL = "ok", "warn", "unknown", "critical"
 ORDER = {OK: 0, WARN: 1, UNKNOWN: 2, CRITICAL: 3}
@@ -49,8 +50,8 @@ class Reason:
     text: str
     line: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"severity": self.severity, "check": self.check, "reason": self.text, "line": self.line}
+    def to_json(self, lang: str = "en") -> dict[str, Any]:
+        return {"severity": self.severity, "check": self.check, "reason": in_lang(self.text, lang), "line": self.line}
 
 
 @dataclass
@@ -64,9 +65,9 @@ class NodeVerdict:
     def severity(self) -> str:
         return max((r.severity for r in self.reasons), key=ORDER.__getitem__, default=OK)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, lang: str = "en") -> dict[str, Any]:
         return {"node": self.node, "severity": self.severity, "status": self.status, "detail": self.detail,
-                "reasons": [r.to_json() for r in sorted(self.reasons, key=lambda r: -ORDER[r.severity])]}
+                "reasons": [r.to_json(lang) for r in sorted(self.reasons, key=lambda r: -ORDER[r.severity])]}
 
 
 @dataclass
@@ -84,10 +85,11 @@ class Report:
     def exit_code(self) -> int:
         return EXIT[self.severity]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, lang: str = "en") -> dict[str, Any]:
         counts = {s: sum(1 for n in self.nodes if n.severity == s) for s in ORDER}
         return {"severity": self.severity, "exit_code": self.exit_code, "job": self.job, "counts": counts,
-                "nodes": [n.to_json() for n in self.nodes], "notes": self.notes, "seconds": round(self.seconds, 3)}
+                "nodes": [n.to_json(lang) for n in self.nodes], "notes": [in_lang(n, lang) for n in self.notes],
+                "seconds": round(self.seconds, 3), "lang": lang}
 
 
 # --- rules: finding -> reasons.  Each takes (finding, context) and returns [(severity, check, text)] ---
@@ -113,37 +115,48 @@ def _xid(f: Finding, c: Context):
         except ValueError:
             pass
     row = XID.get(code) or {}
-    name = row.get("name", "not in the catalog")
-    where = f" on {f.attrs['pci']}" if f.attrs.get("pci") else ""
+    name, name_zh = row.get("name", "not in the catalog"), row.get("name_zh") or row.get("name", "不在目录中")
+    where, where_zh = (f" on {f.attrs['pci']}", f"（{f.attrs['pci']}）") if f.attrs.get("pci") else ("", "")
     if row.get("hardware"):
-        return [(CRITICAL, "xid", f"hardware XID {code}{where} ({name}): drain the node and follow the catalog's action")]
-    return [(WARN, "xid", f"XID {code}{where} ({name}): an application or driver error, not the hardware")]
+        return [(CRITICAL, "xid", Said(f"hardware XID {code}{where} ({name}): drain the node and follow the "
+                                       "catalog's action",
+                                       f"硬件 XID {code}{where_zh}（{name_zh}）：排空节点，按目录中的处理方法操作"))]
+    # not a hardware fault by NVIDIA's resolution bucket: say what the catalog says to do
+    action = row.get("action") or "restart the failed job; look again if it repeats on this GPU"
+    action_zh = row.get("action_zh") or "重新提交出错的作业；同一块 GPU 反复出现时再排查"
+    return [(WARN, "xid", Said(f"XID {code}{where} ({name}): {action}", f"XID {code}{where_zh}（{name_zh}）：{action_zh}"))]
 
 
 def _gpu_lost(f: Finding, c: Context):
-    return [(CRITICAL, "gpu", f"GPU lost{' at ' + f.attrs['pci'] if f.attrs.get('pci') else ''}: "
-                              "fallen off the bus; the node needs a reset or repair")]
+    pci = f.attrs.get("pci")
+    return [(CRITICAL, "gpu", Said(f"GPU lost{' at ' + pci if pci else ''}: fallen off the bus; the node needs a "
+                                   "reset or repair",
+                                   f"GPU 掉卡{'（' + pci + '）' if pci else ''}：已从总线上掉线，节点需要重启或维修"))]
 
 
 def _row_remap(f: Finding, c: Context):
     out = []
     if f.attrs.get("failure"):
-        out.append((CRITICAL, "gpu", f"GPU {f.attrs.get('gpu')}: row remapping failed (RMA candidate)"))
+        out.append((CRITICAL, "gpu", Said(f"GPU {f.attrs.get('gpu')}: row remapping failed (RMA candidate)",
+                                          f"GPU {f.attrs.get('gpu')}：行重映射失败（可考虑 RMA）")))
     if f.attrs.get("pending"):
-        out.append((CRITICAL, "gpu", f"GPU {f.attrs.get('gpu')}: row remap pending; reset the GPU before a job"))
+        out.append((CRITICAL, "gpu", Said(f"GPU {f.attrs.get('gpu')}: row remap pending; reset the GPU before a job",
+                                          f"GPU {f.attrs.get('gpu')}：行重映射待生效；开始作业前先重置 GPU")))
     return out
 
 
 def _retired(f: Finding, c: Context):
     if f.attrs.get("pending") is True or str(f.attrs.get("pending")).lower() == "yes":
-        return [(CRITICAL, "gpu", f"GPU {f.attrs.get('gpu')}: page retirement pending; reset the GPU")]
+        return [(CRITICAL, "gpu", Said(f"GPU {f.attrs.get('gpu')}: page retirement pending; reset the GPU",
+                                       f"GPU {f.attrs.get('gpu')}：页退役待生效；请重置 GPU"))]
     return []
 
 
 def _ecc(f: Finding, c: Context):
     if f.attrs.get("type") == "uncorrectable" and (f.attrs.get("count") is None or f.attrs.get("count")):
-        gpu = f" on GPU {f.attrs['gpu']}" if f.attrs.get("gpu") is not None else ""
-        return [(CRITICAL, "gpu", f"uncorrectable ECC errors{gpu}")]
+        gpu = f.attrs.get("gpu")
+        return [(CRITICAL, "gpu", Said(f"uncorrectable ECC errors{f' on GPU {gpu}' if gpu is not None else ''}",
+                                       f"{f'GPU {gpu} ' if gpu is not None else ''}出现不可纠正的 ECC 错误"))]
     return []
 
 
@@ -151,18 +164,23 @@ def _gpu(f: Finding, c: Context):
     out = []
     used = f.attrs.get("memory_used_mib")
     if isinstance(used, (int, float)) and used > c.t["gpu_busy_mib"]:
-        out.append((WARN, "gpu", f"GPU {f.attrs.get('index')} already holds {used:.0f} MiB: another process "
-                                 "is using it (a leftover job?)"))
+        out.append((WARN, "gpu", Said(f"GPU {f.attrs.get('index')} already holds {used:.0f} MiB: another process "
+                                      "is using it (a leftover job?)",
+                                      f"GPU {f.attrs.get('index')} 已占用 {used:.0f} MiB 显存：有别的进程在用"
+                                      "（残留作业？）")))
     if isinstance(f.attrs.get("ecc_uncorrected"), int) and f.attrs["ecc_uncorrected"] > 0:
-        out.append((CRITICAL, "gpu", f"GPU {f.attrs.get('index')}: {f.attrs['ecc_uncorrected']} uncorrectable "
-                                     "ECC errors since the driver loaded"))
+        n = f.attrs["ecc_uncorrected"]
+        out.append((CRITICAL, "gpu", Said(f"GPU {f.attrs.get('index')}: {n} uncorrectable ECC errors since the "
+                                          "driver loaded",
+                                          f"GPU {f.attrs.get('index')}：驱动加载以来有 {n} 个不可纠正的 ECC 错误")))
     return out
 
 
 def _gpu_process(f: Finding, c: Context):
     name = f.attrs.get("name") or f"pid {f.attrs.get('pid')}"
     mem = f" ({f.attrs['memory_mib']} MiB)" if f.attrs.get("memory_mib") is not None else ""
-    return [(WARN, "gpu", f"GPU {f.attrs.get('gpu')} has a process on it: {name}{mem}")]
+    return [(WARN, "gpu", Said(f"GPU {f.attrs.get('gpu')} has a process on it: {name}{mem}",
+                               f"GPU {f.attrs.get('gpu')} 上有进程：{name}{mem}"))]
 
 
 def _port_name(f: Finding) -> str:
@@ -175,13 +193,16 @@ def _ib_port(f: Finding, c: Context):
         return []
     state = str(f.attrs.get("state") or "")
     if state.lower() == "down" or str(f.attrs.get("phys_state") or "").lower() in ("disabled", "polling"):
-        return [(CRITICAL, "ib", f"IB port {name} is {state or '?'} ({f.attrs.get('phys_state') or '?'})")]
+        phys = f.attrs.get("phys_state") or "?"
+        return [(CRITICAL, "ib", Said(f"IB port {name} is {state or '?'} ({phys})",
+                                      f"IB 端口 {name} 状态为 {state or '?'}（{phys}）"))]
     if state and state.lower() != "active":
-        return [(WARN, "ib", f"IB port {name} is {state}, not Active")]
+        return [(WARN, "ib", Said(f"IB port {name} is {state}, not Active", f"IB 端口 {name} 状态为 {state}，不是 Active"))]
     rate = f.attrs.get("rate")
     best = c.peers_ib_rate.get(str(f.attrs.get("link_layer")))
     if isinstance(rate, (int, float)) and best and rate < best * c.t["ib_rate_warn_ratio"]:
-        return [(WARN, "ib", f"IB port {name} runs at {rate:g} Gb/s, below the {best:g} Gb/s of the others")]
+        return [(WARN, "ib", Said(f"IB port {name} runs at {rate:g} Gb/s, below the {best:g} Gb/s of the others",
+                                  f"IB 端口 {name} 速率 {rate:g} Gb/s，低于其他节点的 {best:g} Gb/s"))]
     return []
 
 
@@ -189,24 +210,30 @@ def _shm(f: Finding, c: Context):
     out = []
     size = f.attrs.get("size_bytes")
     if f.attrs.get("docker_default"):
-        out.append((CRITICAL, "storage", "/dev/shm is Docker's 64 MB default: run the container with --shm-size "
-                                         "or --ipc=host"))
+        out.append((CRITICAL, "storage", Said("/dev/shm is Docker's 64 MB default: run the container with "
+                                              "--shm-size or --ipc=host",
+                                              "/dev/shm 是 Docker 默认的 64 MB：用 --shm-size 或 --ipc=host "
+                                              "启动容器")))
     elif isinstance(size, (int, float)) and size < c.t["shm_critical_below_gb"] * GB:
-        out.append((CRITICAL, "storage", f"/dev/shm is only {size / GB:.2f} GB (needs at least "
-                                         f"{c.t['shm_critical_below_gb']:g} GB)"))
+        need = c.t["shm_critical_below_gb"]
+        out.append((CRITICAL, "storage", Said(f"/dev/shm is only {size / GB:.2f} GB (needs at least {need:g} GB)",
+                                              f"/dev/shm 只有 {size / GB:.2f} GB（至少需要 {need:g} GB）")))
     elif isinstance(size, (int, float)) and size < c.t["shm_warn_below_gb"] * GB:
-        out.append((WARN, "storage", f"/dev/shm is {size / GB:.1f} GB, under {c.t['shm_warn_below_gb']:g} GB"))
+        want = c.t["shm_warn_below_gb"]
+        out.append((WARN, "storage", Said(f"/dev/shm is {size / GB:.1f} GB, under {want:g} GB",
+                                          f"/dev/shm 为 {size / GB:.1f} GB，低于 {want:g} GB")))
     out.extend(_full("/dev/shm", f.attrs.get("used_pct"), c))
     return out
 
 
-def _full(mount: str, pct: Any, c: Context, what: str = "used"):
+def _full(mount: str, pct: Any, c: Context, inodes: bool = False):
     if not isinstance(pct, (int, float)):
         return []
-    if pct >= c.t["disk_critical_pct"]:
-        return [(CRITICAL, "storage", f"{mount} is {pct:g} % {what} (>= {c.t['disk_critical_pct']:g} %)")]
-    if pct >= c.t["disk_warn_pct"]:
-        return [(WARN, "storage", f"{mount} is {pct:g} % {what} (>= {c.t['disk_warn_pct']:g} %)")]
+    what, what_zh = ("of inodes used", "的 inode 已用") if inodes else ("used", "已用")
+    for severity, key in ((CRITICAL, "disk_critical_pct"), (WARN, "disk_warn_pct")):
+        if pct >= c.t[key]:
+            return [(severity, "storage", Said(f"{mount} is {pct:g} % {what} (>= {c.t[key]:g} %)",
+                                               f"{mount} {what_zh} {pct:g} %（≥ {c.t[key]:g} %）"))]
     return []
 
 
@@ -217,28 +244,33 @@ def _disk(f: Finding, c: Context):
         return []
     if not wanted and mount.startswith("/boot"):
         return []
-    return _full(mount, f.attrs.get("used_pct"), c, "of inodes used" if f.attrs.get("inodes") else "used")
+    return _full(mount, f.attrs.get("used_pct"), c, inodes=bool(f.attrs.get("inodes")))
 
 
 def _memlock(f: Finding, c: Context):
     limit = f.attrs.get("limit_kb")
     if c.t["memlock_warn"] and isinstance(limit, int) and limit != -1:
-        return [(WARN, "memlock", f"locked-memory limit is {limit} kB, not unlimited: RDMA memory registration "
-                                  "may fail (memlock unlimited in limits.conf and slurmd's LimitMEMLOCK)")]
+        return [(WARN, "memlock", Said(f"locked-memory limit is {limit} kB, not unlimited: RDMA memory registration "
+                                       "may fail (memlock unlimited in limits.conf and slurmd's LimitMEMLOCK)",
+                                       f"locked memory 上限为 {limit} kB，不是 unlimited：RDMA 内存注册可能失败"
+                                       "（在 limits.conf 和 slurmd 的 LimitMEMLOCK 中设为 unlimited）"))]
     return []
 
 
 def _mismatch(f: Finding, c: Context):
     what = str(f.attrs.get("what"))
     if what in VERSION_KINDS:
-        return [(CRITICAL, "versions", f"{what} {f.attrs.get('value')} differs from the other nodes' "
-                                       f"{f.attrs.get('others')}")]
+        value, others = f.attrs.get("value"), f.attrs.get("others")
+        return [(CRITICAL, "versions", Said(f"{what} {value} differs from the other nodes' {others}",
+                                            f"{what} {value} 与其他节点的 {others} 不一致"))]
     if what == "gpu-count":
-        return [(CRITICAL, "gpu", f"{f.attrs.get('value')} GPUs visible where the other nodes have "
-                                  f"{f.attrs.get('others')}")]
+        value, others = f.attrs.get("value"), f.attrs.get("others")
+        return [(CRITICAL, "gpu", Said(f"{value} GPUs visible where the other nodes have {others}",
+                                       f"只能看到 {value} 块 GPU，而其他节点有 {others} 块"))]
     if what == "ib-port" and str(f.attrs.get("value")).lower() != "down":  # Down: the port rule says it
-        return [(CRITICAL, "ib", f"IB port {f.attrs.get('device')}:{f.attrs.get('port')} is {f.attrs.get('value')} "
-                                 f"where the other nodes have {f.attrs.get('others')}")]
+        port, value, others = f"{f.attrs.get('device')}:{f.attrs.get('port')}", f.attrs.get("value"), f.attrs.get("others")
+        return [(CRITICAL, "ib", Said(f"IB port {port} is {value} where the other nodes have {others}",
+                                      f"IB 端口 {port} 为 {value}，而其他节点为 {others}"))]
     return []  # shm / GPU-memory outliers are covered by the absolute rules above
 
 
@@ -290,19 +322,27 @@ def evaluate(bundle: Bundle, thresholds: Mapping[str, Any], *, job: str | None =
         v = NodeVerdict(node=node.node, status=node.status, detail=node.detail)
         verdicts.append(v)
         if node.status in ("unreachable", "auth-failed", "timeout"):
-            v.reasons.append(Reason(UNKNOWN, "reach", f"not checked: {node.status}: {node.detail}"))
+            v.reasons.append(Reason(UNKNOWN, "reach", Said(f"not checked: {node.status}: {node.detail}",
+                                                           f"未检查：{node.status}：{node.detail}")))
             continue
         for check, names in CHECKS.items():
             if check in skip:
                 continue
             if not _ran(node, names):
-                why = []
+                why, why_zh = [], []
                 for name in names:
                     meta = node.meta.get(name)
                     if meta is None:
                         continue
-                    why.append(f"{name} {'timed out' if meta.get('timed_out') else 'not found' if meta.get('exit') == 127 else 'exit ' + str(meta.get('exit'))}")
-                v.reasons.append(Reason(UNKNOWN, check, f"{check} could not be checked ({', '.join(why) or 'not run'})"))
+                    if meta.get("timed_out"):
+                        why.append(f"{name} timed out"), why_zh.append(f"{name} 超时")
+                    elif meta.get("exit") == 127:
+                        why.append(f"{name} not found"), why_zh.append(f"未找到 {name}")
+                    else:
+                        why.append(f"{name} exit {meta.get('exit')}"), why_zh.append(f"{name} 退出码 {meta.get('exit')}")
+                v.reasons.append(Reason(UNKNOWN, check, Said(
+                    f"{check} could not be checked ({', '.join(why) or 'not run'})",
+                    f"{check} 无法检查（{'、'.join(why_zh) or '未运行'}）")))
         seen: set[tuple[str, str]] = set()
         for f in findings:
             # what a healthy node shows (collectors.healthy: a disabled port, an idle GPU) is no reason
@@ -316,27 +356,32 @@ def evaluate(bundle: Bundle, thresholds: Mapping[str, Any], *, job: str | None =
     return Report(nodes=verdicts, job=job, seconds=time.perf_counter() - started, notes=notes)
 
 
-def render_text(report: Report, stream) -> None:
+def render_text(report: Report, stream, lang: str = "en") -> None:
     """A table per node: node, verdict, then one line per reason (worst first)."""
+    from bot.messages import t
+
     colour = hasattr(stream, "isatty") and stream.isatty()
     paint = {OK: "32", WARN: "33", UNKNOWN: "35", CRITICAL: "31"}
+    colon = "：" if lang == "zh" else ": "
 
     def tag(sev: str) -> str:
         text = f"{sev.upper():8}"
         return f"\033[{paint[sev]}m{text}\033[0m" if colour else text
 
     width = max([len(n.node) for n in report.nodes] + [4])
-    print(f"{'NODE':{width}}  {'VERDICT':8}  REASONS", file=stream)
+    print(f"{'NODE':{width}}  {'VERDICT':8}  {t('preflight_reasons', lang)}", file=stream)
     for n in report.nodes:
         reasons = sorted(n.reasons, key=lambda r: -ORDER[r.severity])
         if not reasons:
-            print(f"{n.node:{width}}  {tag(OK)}  all checks passed", file=stream)
+            print(f"{n.node:{width}}  {tag(OK)}  {t('preflight_all_passed', lang)}", file=stream)
             continue
         first, *rest = reasons
-        print(f"{n.node:{width}}  {tag(n.severity)}  [{first.severity}] {first.check}: {first.text}", file=stream)
+        print(f"{n.node:{width}}  {tag(n.severity)}  [{first.severity}] {first.check}{colon}{in_lang(first.text, lang)}",
+              file=stream)
         for r in rest:
-            print(f"{'':{width}}  {'':8}  [{r.severity}] {r.check}: {r.text}", file=stream)
+            print(f"{'':{width}}  {'':8}  [{r.severity}] {r.check}{colon}{in_lang(r.text, lang)}", file=stream)
     counts = {s: sum(1 for n in report.nodes if n.severity == s) for s in ORDER}
     summary = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
-    verdict = {0: "healthy", 1: "BLOCKING findings", 2: "could not check every node"}[report.exit_code]
-    print(f"\n{len(report.nodes)} node(s): {summary} — {verdict} (exit {report.exit_code})", file=stream)
+    verdict = t(f"preflight_verdict.{report.exit_code}", lang)
+    print("\n" + t("preflight_summary", lang, n=len(report.nodes), summary=summary, verdict=verdict,
+                   code=report.exit_code), file=stream)

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 
 from rapidfuzz import fuzz, process
 
+from collectors.said import Said
 from knowledge.match import normalise
 
 SIMILAR = 85.0
@@ -96,7 +97,7 @@ class Adjustment:
     confirmed: int
     rejected: int
     delta: float
-    explain: str
+    explain: Said
 
 
 def adjustments(sig: str, verdicts: Sequence[dict[str, Any]]) -> dict[str, Adjustment]:
@@ -112,12 +113,15 @@ def adjustments(sig: str, verdicts: Sequence[dict[str, Any]]) -> dict[str, Adjus
         up = min(yes * W_CONFIRMED, MAX_CONFIRMED)
         down = min(no * W_REJECTED, MAX_REJECTED)
         delta = round(up - down, 3)
-        parts = []
+        parts, parts_zh = [], []
         if yes:
             parts.append(f"confirmed {yes}x")
+            parts_zh.append(f"确认 {yes} 次")
         if no:
             parts.append(f"marked 'Not it' {no}x")
-        text = f"{delta:+.2f}: {' and '.join(parts)} by the team for this signature"
+            parts_zh.append(f"标为“不是它” {no} 次")
+        text = Said(f"{delta:+.2f}: {' and '.join(parts)} by the team for this signature",
+                    f"{delta:+.2f}：团队对这一特征{'、'.join(parts_zh)}")
         out[cause] = Adjustment(cause, yes, no, delta, text)
     return out
 

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Sequence
 from rapidfuzz import fuzz, utils
 
 from collectors.findings import Finding, FirstError, LogLine
+from collectors.said import Said
 from knowledge.loader import Entry
 
 CONFIDENT = 0.4
@@ -298,15 +299,18 @@ class Matcher:
         for cause in causes:
             if cause.entry.backstop and cause.category in specific:
                 cause.confidence = round(cause.confidence * BACKSTOP_FACTOR, 3)
-                cause.explain.append(f"x{BACKSTOP_FACTOR}: a family-level cause while a specific cause of the "
-                                     "same category is present")
+                cause.explain.append(Said(f"x{BACKSTOP_FACTOR}: a family-level cause while a specific cause of "
+                                          "the same category is present",
+                                          f"x{BACKSTOP_FACTOR}：同一类别已有具体原因，这只是大类原因"))
         strong = any(c.confidence >= 0.5 and not c.entry.symptom for c in causes)
         if strong:
             for cause in causes:
                 if cause.entry.symptom:
                     cause.confidence *= SYMPTOM_FACTOR
-                    cause.explain.append(f"x{SYMPTOM_FACTOR}: a symptom (an echo of another failure) "
-                                         "while a specific cause is present")
+                    cause.explain.append(Said(f"x{SYMPTOM_FACTOR}: a symptom (an echo of another failure) "
+                                              "while a specific cause is present",
+                                              f"x{SYMPTOM_FACTOR}：这是症状（别的故障引起的连带报错），"
+                                              "而已有具体原因"))
         # on a tie the curated entry leads: a team entry earns its place with the team's feedback
         causes.sort(key=lambda c: (-c.confidence, c.entry.origin != "curated", _first_line(c)))
         return causes
@@ -317,7 +321,7 @@ class Matcher:
     def _score(self, ei: int, entry: Entry, sig_hits: dict, phrase_hit, findings: Sequence[Finding],
                first_error: FirstError | None) -> Cause | None:
         weights: list[float] = []
-        explain: list[str] = []
+        explain: list[Said] = []
         evidence: list[Evidence] = []
         used: list[Finding] = []
         sources: set[str] = set()
@@ -327,12 +331,14 @@ class Matcher:
             hits = sorted(sig_hits.values(), key=lambda h: (h[0].source, h[0].line_no))
             w_sig = W_BACKSTOP if entry.backstop else W_SIGNATURE
             weights.append(w_sig)
-            explain.append(f"+{w_sig}: {_hit_text(hits[0][1])} matched line {hits[0][0].line_no}")
+            hit, n = _hit_said(hits[0][1]), hits[0][0].line_no
+            explain.append(Said(f"+{w_sig}: {hit} matched line {n}", f"+{w_sig}：{hit.zh} 匹配第 {n} 行"))
             more = min(len(hits) - 1, 3)
             for _ in range(more):
                 weights.append(W_MORE_LINES)
             if more:
-                explain.append(f"+{W_MORE_LINES}x{more}: {len(hits)} lines matched in all")
+                explain.append(Said(f"+{W_MORE_LINES}x{more}: {len(hits)} lines matched in all",
+                                    f"+{W_MORE_LINES}x{more}：共匹配 {len(hits)} 行"))
             for line, pattern in hits[:5]:
                 evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
                                          _hit_text(pattern)))
@@ -344,7 +350,8 @@ class Matcher:
             if sig_hits and (line.source, line.line_no) in sig_hits:
                 w = 0.1
             weights.append(round(w, 3))
-            explain.append(f"+{w:.2f}: phrase {phrase!r} scored {score:.0f} on line {line.line_no}")
+            explain.append(Said(f"+{w:.2f}: phrase {phrase!r} scored {score:.0f} on line {line.line_no}",
+                                f"+{w:.2f}：短语 {phrase!r} 在第 {line.line_no} 行得分 {score:.0f}"))
             if (line.source, line.line_no) not in sig_hits:
                 evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
                                          f"phrase {phrase!r} ({score:.0f})"))
@@ -364,10 +371,12 @@ class Matcher:
                 matched = [f for f in matched if not self._claimed(ei, f)]
             if not matched:
                 continue
-            desc = _rule_text(rule)
+            desc = Said(_rule_text(rule), _rule_text(rule))
             if rule.get("rules_out"):
                 penalty *= RULES_OUT_FACTOR
-                explain.append(f"x{RULES_OUT_FACTOR}: ruled out by {desc} (line {matched[0].line_no})")
+                n = matched[0].line_no
+                explain.append(Said(f"x{RULES_OUT_FACTOR}: ruled out by {desc} (line {n})",
+                                    f"x{RULES_OUT_FACTOR}：被 {desc} 排除（第 {n} 行）"))
                 continue
             w = float(rule.get("weight", 0.5))
             if sig_hits and all((f.source, f.line_no) in sig_hits for f in matched):
@@ -375,18 +384,22 @@ class Matcher:
                 # one; together they count as the stronger of the two (the part above the signature)
                 w_sig = W_BACKSTOP if entry.backstop else W_SIGNATURE
                 w = round(max(0.0, (w - w_sig) / (1.0 - w_sig)), 3)
-                desc += " on the signature's line"
+                desc += Said(" on the signature's line", "（与特征同一行）")
             before = kind_weight.get(rule["kind"])
             if before is not None and before >= w:
-                explain.append(f"+0: finding {desc} seen {len(matched)}x (the same fact as a stronger "
-                               f"{rule['kind']} rule)")
+                explain.append(Said(f"+0: finding {desc} seen {len(matched)}x (the same fact as a stronger "
+                                    f"{rule['kind']} rule)",
+                                    f"+0：发现 {desc.zh} 出现 {len(matched)} 次（与更强的 {rule['kind']} "
+                                    "规则是同一事实）"))
                 continue
             if before is not None:
                 weights.remove(before)
             kind_weight[rule["kind"]] = w
             weights.append(w)
-            instead = f" (in place of the +{before} of a weaker {rule['kind']} rule)" if before is not None else ""
-            explain.append(f"+{w}: finding {desc} seen {len(matched)}x{instead}")
+            instead = (Said(f" (in place of the +{before} of a weaker {rule['kind']} rule)",
+                            f"（取代较弱的 {rule['kind']} 规则的 +{before}）") if before is not None else Said("", ""))
+            explain.append(Said(f"+{w}: finding {desc} seen {len(matched)}x{instead}",
+                                f"+{w}：发现 {desc.zh} 出现 {len(matched)} 次{instead.zh}"))
             if w >= PRIMARY_RULE:
                 primary.update((f.source, f.line_no) for f in matched)
             for f in matched[:3]:
@@ -401,18 +414,24 @@ class Matcher:
         sources.discard("compare")
         if len(sources) > 1:
             weights.append(W_SOURCES)
-            explain.append(f"+{W_SOURCES}: evidence from {len(sources)} sources ({', '.join(sorted(sources))})")
+            names = ", ".join(sorted(sources))
+            explain.append(Said(f"+{W_SOURCES}: evidence from {len(sources)} sources ({names})",
+                                f"+{W_SOURCES}：证据来自 {len(sources)} 个来源（{names}）"))
         if first_error is not None and (first_error.source, first_error.line_no) in primary:
             weights.append(W_FIRST_ERROR)
-            explain.append(f"+{W_FIRST_ERROR}: includes the first error in time (line {first_error.line_no})")
+            n = first_error.line_no
+            explain.append(Said(f"+{W_FIRST_ERROR}: includes the first error in time (line {n})",
+                                f"+{W_FIRST_ERROR}：包含时间上最早的错误（第 {n} 行）"))
         confidence = 1.0 - math.prod(1.0 - w for w in weights)
         confidence = min(confidence * penalty, 0.99)
         if not primary and len({f.kind for f in used}) >= 2:
-            explain.append("two kinds of supporting findings agree: no cap")
+            explain.append(Said("two kinds of supporting findings agree: no cap", "两类辅助发现相互印证：不设上限"))
         elif not primary:
             confidence = min(confidence, SUPPORT_ONLY_CAP)
-            explain.append(f"capped at {SUPPORT_ONLY_CAP}: only supporting findings (weight < {PRIMARY_RULE}), "
-                           "no signature, phrase or primary finding")
+            explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: only supporting findings (weight < {PRIMARY_RULE}), "
+                                "no signature, phrase or primary finding",
+                                f"上限 {SUPPORT_ONLY_CAP}：只有辅助发现（权重 < {PRIMARY_RULE}），"
+                                "没有特征、短语或主要发现"))
         return Cause(entry, round(confidence, 3), evidence, explain, used)
 
 
@@ -420,9 +439,14 @@ CATALOG_TAG = "catalog:"
 
 
 def _hit_text(pattern: str) -> str:
+    return str(_hit_said(pattern))
+
+
+def _hit_said(pattern: str) -> Said:
     if pattern.startswith(CATALOG_TAG):
-        return f"catalog message {pattern[len(CATALOG_TAG):]}"
-    return f"signature /{pattern}/"
+        name = pattern[len(CATALOG_TAG):]
+        return Said(f"catalog message {name}", f"消息目录条目 {name}")
+    return Said(f"signature /{pattern}/", f"特征 /{pattern}/")
 
 
 def _source_kind(source: str) -> str:

@@ -144,8 +144,9 @@ SCENARIOS: dict[str, dict[str, Behaviour]] = {
     "healthy": dict(HEALTHY),
     # NVRM Xid 79 "GPU has fallen off the bus" in the kernel log (kernel-log/11.txt).
     "xid79": scenario(dmesg="kernel-log/11.txt", journalctl="kernel-log/11.txt"),
-    # mlx5_2 port 1: State Down, Physical state Disabled, InfiniBand (ibstat/05.txt).
-    "ib-down": scenario(ibstat="ibstat/05.txt"),
+    # mlx5_10 port 1: State Down, Physical state Polling, InfiniBand: no link partner (ibstat/08.txt).
+    # (An administratively Disabled port, as mlx5_2 in ibstat/05.txt, is not a fault: collectors.healthy.)
+    "ib-down": scenario(ibstat="ibstat/08.txt"),
     # /dev/shm 98 % used (constructed from df/06.txt; see SOURCES.jsonl).
     "shm-full": scenario(df="df/06-shm98.constructed.txt"),
     # ibstat never returns (a wedged HCA driver); everything else healthy.

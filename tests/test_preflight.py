@@ -1,10 +1,12 @@
 """gpu-triage preflight: the rules on findings, and the CLI over the real sshd fake nodes."""
 
 import json
+import re
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,7 +102,7 @@ def test_unhealthy_nodes_flagged_with_their_reason(cluster, data_dir):
         return " | ".join(r["reason"] for r in nodes[node]["reasons"] if r["severity"] == severity)
 
     assert "hardware XID 79" in reasons("node02") and "GPU lost" in reasons("node02")
-    assert "mlx5_2:1 is Down" in reasons("node03")
+    assert "mlx5_10:1 is Down (Polling)" in reasons("node03")
     assert "/dev/shm is 98 % used" in reasons("node04")
     assert "ibstat timed out" in reasons("node05", "unknown")
     assert "unreachable" in reasons("node09", "unknown")
@@ -146,3 +148,38 @@ def test_local_never_reads_ok_when_checks_cannot_run(data_dir):
 def test_preflight_misuse(data_dir):
     assert cli(["preflight"], data_dir).returncode == 2
     assert cli(["preflight", "--local", "--nodes", "x"], data_dir).returncode == 2
+
+
+# A run of three or more English words outside quotes, code and identifiers: an untranslated sentence.
+ENGLISH_RUN = re.compile(r"(?<![\w'/.-])(?:[A-Za-z][a-z]+[ ,]+){2,}[A-Za-z][a-z]+(?![\w'/.-])")
+
+
+def test_reasons_in_chinese(tmp_path):
+    """`preflight --lang zh`: every reason a node gets (an XID, a lost GPU, a port down, a full /dev/shm,
+    a collector that did not run, an unreachable node) reads in Chinese, text and JSON alike."""
+    import io
+
+    from test_bundle import node
+
+    fix = Path(__file__).resolve().parent / "fixtures" / "cluster"
+    results = {
+        "gpu02": node("gpu02", [("kernel-log", (fix / "kernel-log" / "11.txt").read_text(), 0)]),
+        "gpu03": node("gpu03", [("ibstat", (fix / "ibstat" / "08.txt").read_text(), 0), ("df", "", 127)]),
+        "gpu04": node("gpu04", [("df", (fix / "df" / "06-shm98.constructed.txt").read_text(), 0)]),
+        "gpu09": preflight.NodeResult("gpu09", "unreachable", "gpu09:22: connection refused"),
+    }
+    report = preflight.evaluate(preflight.bundle_from_results(results), T)
+    out = io.StringIO()
+    preflight.render_text(report, out, "zh")
+    text = out.getvalue()
+    for said in ("硬件 XID 79", "GPU 掉卡", "IB 端口 mlx5_10:1 状态为 Down（Polling）", "/dev/shm 已用 98 %", "未找到 df",
+                 "未检查：unreachable", "有阻断性问题"):
+        assert said in text, text
+    assert not ENGLISH_RUN.findall(re.sub(r"（[^）]*）|\([^)]*\)", "", text)), ENGLISH_RUN.findall(text)
+    doc = report.to_json("zh")
+    assert doc["lang"] == "zh" and all(re.search(r"[\u4e00-\u9fff]", r["reason"])
+                                       for n in doc["nodes"] for r in n["reasons"])
+    # English stays the default, word for word as before
+    out = io.StringIO()
+    preflight.render_text(report, out)
+    assert "hardware XID 79" in out.getvalue() and "BLOCKING findings" in out.getvalue()

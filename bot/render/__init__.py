@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.messages import GENERIC_STEPS, pick, t
 from collectors.resolve import NODE_NAME
+from collectors.said import in_lang
 
 
 def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
 
         out["xid"] = describe(codes, lang)
     if explain:
-        out["explain"] = cause.explain
+        out["explain"] = [in_lang(e, lang) for e in cause.explain]
     return out
 
 
@@ -277,7 +278,7 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
     if explain:
         out["candidates"] = [
             {"id": c.entry.id, "category": c.entry.category, "confidence": round(c.confidence, 3),
-             "explain": c.explain} for c in diagnosis.candidates]
+             "explain": [in_lang(e, lang) for e in c.explain]} for c in diagnosis.candidates]
     return out
 
 

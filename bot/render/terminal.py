@@ -194,7 +194,8 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
             line(Text.assemble(f"{n}. ", (s["command"], "green")), indent=2, hang=3)
             line(s["why"], indent=5, hang=0)
     for cand in doc.get("candidates", []):
-        line(f"below threshold: {cand['id']} {cand['confidence']:.2f} — " + "; ".join(cand["explain"]),
+        line(f"{t('below_threshold', lang)}{colon}{cand['id']} {cand['confidence']:.2f} — "
+             + ("；" if lang == "zh" else "; ").join(cand["explain"]),
              indent=2, style="dim")
     console.print()
     _nodes(line, doc, Text)
