@@ -326,6 +326,9 @@ class Matcher:
         used: list[Finding] = []
         sources: set[str] = set()
         primary: set[tuple[str, int | None]] = set()  # lines of evidence strong enough alone
+        # kinds of supporting facts read by a rule with conditions (reason=, min_...): "any NCCL WARN"
+        # says a warning was printed, not which, so it never makes a second, agreeing kind
+        specific_kinds: set[str] = set()
 
         if sig_hits:
             hits = sorted(sig_hits.values(), key=lambda h: (h[0].source, h[0].line_no))
@@ -402,6 +405,8 @@ class Matcher:
                                 f"+{w}：发现 {desc.zh} 出现 {len(matched)} 次{instead.zh}"))
             if w >= PRIMARY_RULE:
                 primary.update((f.source, f.line_no) for f in matched)
+            if _conditions(rule):
+                specific_kinds.add(rule["kind"])
             for f in matched[:3]:
                 used.append(f)
                 sources.add(_source_kind(f.source))
@@ -424,7 +429,7 @@ class Matcher:
                                 f"+{W_FIRST_ERROR}：包含时间上最早的错误（第 {n} 行）"))
         confidence = 1.0 - math.prod(1.0 - w for w in weights)
         confidence = min(confidence * penalty, 0.99)
-        if not primary and len({f.kind for f in used}) >= 2:
+        if not primary and len(specific_kinds) >= 2:
             explain.append(Said("two kinds of supporting findings agree: no cap", "两类辅助发现相互印证：不设上限"))
         elif not primary:
             confidence = min(confidence, SUPPORT_ONLY_CAP)
