@@ -463,10 +463,13 @@ def cmd_serve(args) -> int:
         print(f"gpu-triage: serving Slack requests on http://{args.host}:{args.port}/slack/events", file=sys.stderr)
         server.serve_forever()
         return 0
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from bot.slack.socket_mode import SocketModeError, SocketModeHandler
 
     print("gpu-triage: connecting to Slack in Socket Mode", file=sys.stderr)
-    SocketModeHandler(app, cfg.app_token, web_client=app.client).start()
+    try:
+        SocketModeHandler(app, cfg.app_token, web_client=app.client).start()
+    except SocketModeError as exc:
+        raise Failure(str(exc)) from exc
     return 0
 
 

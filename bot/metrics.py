@@ -1,13 +1,16 @@
-"""A few process-wide counters and one histogram in the Prometheus text format; no dependencies.
+"""A few process-wide counters, one histogram and one gauge in the Prometheus text format; no
+dependencies.
 
 Incremented at one seam each: the engine (diagnoses by category, latency), bot.investigate
 (nodes collected by status, SSH failures by reason), the Slack listeners' client (Web API
-errors).  ``render()`` is what ``/metrics`` serves (text format 0.0.4).
+errors), the Socket Mode client (connected or not: the gauge, and a health check).
+``render()`` is what ``/metrics`` serves (text format 0.0.4); ``health()`` what ``/healthz`` says.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Iterable
 
 _lock = threading.Lock()
@@ -21,9 +24,13 @@ _META = {
     "gpu_triage_ssh_failures_total": ("counter", "Nodes that could not be collected over SSH, by reason."),
     "gpu_triage_slack_api_errors_total": ("counter", "Slack Web API calls that failed, by method and error code."),
     "gpu_triage_preflight_nodes_total": ("counter", "Nodes checked by preflight, by severity."),
+    "gpu_triage_socket_connected": ("gauge", "1 while the bot holds an open Socket Mode connection to Slack, else 0 "
+                                             "(absent in HTTP mode)."),
 }
 _counters: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
 _hist: dict[str, dict[str, list[float]]] = {}  # name -> {"buckets": counts..., "sum": [s], "count": [n]}
+_gauges: dict[str, float] = {}
+_checks: dict[str, tuple[bool, str, float]] = {}  # health check -> (ok, detail, time.time() of the change)
 
 
 def _key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
@@ -50,13 +57,41 @@ def observe(name: str, value: float, buckets: Iterable[float] = LATENCY_BUCKETS)
 
 def value(name: str, **labels: str) -> float:
     with _lock:
+        if name in _gauges and not labels:
+            return _gauges[name]
         return _counters.get(name, {}).get(_key(labels), 0.0)
+
+
+def set_gauge(name: str, v: float) -> None:
+    with _lock:
+        _gauges[name] = float(v)
+
+
+def set_health(check: str, ok: bool, detail: str, since: float | None = None) -> None:
+    """Record one health check's state; ``/healthz`` fails while any check is not ok."""
+    with _lock:
+        _checks[check] = (ok, detail, time.time() if since is None else since)
+
+
+def health() -> tuple[bool, str]:
+    """(healthy, one line per check); healthy with no checks (nothing to watch)."""
+    now = time.time()
+    with _lock:
+        checks = sorted(_checks.items())
+    if not checks:
+        return True, "ok"
+    lines = [f"{name}: {'ok' if ok else 'FAILING'} for {max(0, int(now - since))} s: {detail}"
+             for name, (ok, detail, since) in checks]
+    healthy = all(state[0] for _, state in checks)
+    return healthy, ("ok\n" if healthy else "unhealthy\n") + "\n".join(lines)
 
 
 def reset() -> None:
     with _lock:
         _counters.clear()
         _hist.clear()
+        _gauges.clear()
+        _checks.clear()
 
 
 def _esc(v: str) -> str:
@@ -89,6 +124,10 @@ def render() -> str:
                 lines.append(f"{name}_sum {_num(h['sum'][0])}")
                 lines.append(f"{name}_count {_num(h['count'][0])}")
                 continue
+            if kind == "gauge":
+                if name in _gauges:
+                    lines.append(f"{name} {_num(_gauges[name])}")
+                continue
             for key, v in sorted(_counters.get(name, {}).items()):
                 lines.append(f"{name}{_labels(key)} {_num(v)}")
     return "\n".join(lines) + "\n"
@@ -98,7 +137,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def serve(host: str, port: int):
-    """A small threaded HTTP server with /metrics and /healthz (Socket Mode has no HTTP server)."""
+    """A small threaded HTTP server with /metrics and /healthz (Socket Mode has no HTTP server):
+    /healthz answers 200 while every health check is ok, 503 with the failing one named otherwise."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
@@ -110,7 +150,9 @@ def serve(host: str, port: int):
             if path == "/metrics":
                 body, ctype, status = render().encode(), CONTENT_TYPE, 200
             elif path == "/healthz":
-                body, ctype, status = b"ok\n", "text/plain", 200
+                healthy, text = health()
+                body, ctype, status = (text.rstrip("\n") + "\n").encode(), "text/plain; charset=utf-8", \
+                    200 if healthy else 503
             else:
                 body, ctype, status = b"not found\n", "text/plain", 404
             self.send_response(status)

@@ -24,6 +24,8 @@ import itertools
 import json
 import os
 import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -824,6 +826,8 @@ class FakeSocketMode:
         self._sent: dict[str, tuple[str, float]] = {}   # envelope_id -> (type, monotonic sent)
         self._acks: list[Ack] = []
         self._other: list[str] = []             # client texts that are not acks
+        self._hellos: list[float] = []          # monotonic time of each hello sent
+        self._stalled: list[Any] = []           # connections drop("stall") left hanging
         self.refused = 0
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -922,17 +926,20 @@ class FakeSocketMode:
         return None
 
     async def _session(self, ws: Any) -> None:
-        with self._changed:
-            self._connections.append(ws)
-            self._connects += 1
-            count = len(self._connections)
-            self._changed.notify_all()
+        with self._lock:
+            count = len(self._connections) + 1
         hello = {"type": "hello", "num_connections": count,
                  "debug_info": {"host": "applink-fake-1", "build_number": 1,
                                 "approximate_connection_time": 18060},
                  "connection_info": {"app_id": self.app_id}}
         try:
             await ws.send(json.dumps(hello))
+            # counted once greeted: envelopes go to a connection only after its hello, as Slack's
+            with self._changed:
+                self._connections.append(ws)
+                self._connects += 1
+                self._hellos.append(time.monotonic())
+                self._changed.notify_all()
             async for text in ws:
                 self._received(text if isinstance(text, str) else text.decode("utf-8", "replace"))
         except Exception:  # noqa: BLE001  (a client that drops the socket ends the session)
@@ -973,7 +980,7 @@ class FakeSocketMode:
             return self._connects
 
     def wait_connected(self, count: int = 1, timeout: float = 10) -> None:
-        """Block until ``count`` connections were accepted since start."""
+        """Block until ``count`` connections were accepted and greeted (``hello``) since start."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while self._connects < count or not self._connections:
@@ -1020,6 +1027,53 @@ class FakeSocketMode:
         """Ask the client to reconnect, as Slack does every few hours."""
         self._send(json.dumps({"type": "disconnect", "reason": reason,
                                "debug_info": {"host": "applink-fake-1"}}), timeout)
+
+    def drop(self, how: str = "fin", timeout: float = 10) -> None:
+        """End the newest connection the way networks do, never with a WebSocket close frame.
+
+        ``fin``    the TCP connection is shut down and closed (FIN): a proxy restarting, a load
+                   balancer or NAT ending an idle flow. The client reads end-of-stream; its next
+                   write is answered with a reset.
+        ``reset``  the connection is aborted with a TCP RST (SO_LINGER 0): a middlebox rejecting it.
+        ``stall``  nothing more is read, answered or sent on it (a black hole: a dropped route, a
+                   NAT entry forgotten without telling either side); only pings can tell.
+
+        Envelopes sent afterwards go to the next connection the client opens.
+        """
+        if how not in ("fin", "reset", "stall"):
+            raise ValueError(f"drop(how={how!r}): use 'fin', 'reset' or 'stall'")
+        self.wait_connected(timeout=timeout)
+        with self._changed:
+            ws = self._connections[-1]
+            self._connections.remove(ws)        # no envelope goes to it any more
+            self._changed.notify_all()
+
+        async def cut() -> None:
+            transport = ws.transport
+            sock = transport.get_extra_info("socket")
+            if how == "stall":
+                transport.pause_reading()
+                task = getattr(ws, "keepalive_task", None)
+                if task is not None:
+                    task.cancel()               # our own pings would tell the client we are alive
+                self._stalled.append(ws)
+            elif how == "reset":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                transport.abort()
+            else:
+                try:
+                    sock.shutdown(socket.SHUT_WR)   # FIN now, whatever is still unread here
+                except OSError:
+                    pass
+                transport.abort()
+
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(cut(), self._loop).result(timeout)
+
+    def hello_times(self) -> list[float]:
+        """``time.monotonic()`` of each ``hello`` sent, oldest first."""
+        with self._lock:
+            return list(self._hellos)
 
     def acks(self) -> list[Ack]:
         with self._lock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -135,6 +136,17 @@ def _quiet_bolt_bodies() -> None:
         log.addFilter(_NoBodies())
 
 
+def _take_secrets_from_environ(cfg: SlackConfig) -> None:
+    """Once read into ``cfg``, the Slack secrets leave the process environment: the SSH, scontrol
+    and srun children of the bot never inherit them, and Bolt, which reads SLACK_BOT_TOKEN itself
+    when a client is given too, has no second token to warn about ("As you gave `client` as well,
+    `token` will be unused" at every start). Only values equal to the configuration's are removed."""
+    for name, value in (("SLACK_BOT_TOKEN", cfg.bot_token), ("SLACK_APP_TOKEN", cfg.app_token),
+                        ("SLACK_SIGNING_SECRET", cfg.signing_secret)):
+        if value and os.environ.get(name) == value:
+            del os.environ[name]
+
+
 def create_app(cfg: SlackConfig, *, engine=None, runbook=None, client: WebClient | None = None,
                collect: Callable[..., Any] | None = None, http: bool = False) -> tuple[App, BotContext]:
     """Build the Bolt app and register every listener. Nothing happens at import time."""
@@ -149,6 +161,7 @@ def create_app(cfg: SlackConfig, *, engine=None, runbook=None, client: WebClient
 
         engine = Engine(data_dir=cfg.data_dir, thresholds=Thresholds.from_mapping(cfg.escalation))
     runbook = runbook or Runbook(cfg.data_dir)
+    _take_secrets_from_environ(cfg)
     app = App(client=client, signing_secret=cfg.signing_secret if http else None,
               token_verification_enabled=False, request_verification_enabled=http,
               ignoring_self_events_enabled=True)
