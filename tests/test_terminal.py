@@ -76,3 +76,30 @@ def test_control_sequences_in_a_log_never_reach_the_terminal(engine, monkeypatch
     for out in (buf.getvalue(), markdown.render(doc)):
         assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
         assert "\\x1b[2J" in out or "CUDA out of memory" in out
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_a_command_that_changes_shared_state_carries_its_caution_everywhere(engine):
+    """A drain (XID 79's second command) says what it does to other users and what to record first, in
+    the JSON, the terminal (a mark in the summary, the text in the details), Markdown and Slack, en and zh."""
+    import io
+    import json
+
+    from bot.render import as_dict, blocks, markdown, terminal
+
+    text = (EXAMPLES / "nvsentinel-fallen-off-bus-probe-failed.log").read_text(encoding="utf-8")
+    for lang, word in (("en", "caution"), ("zh", "注意")):
+        doc = as_dict(engine.diagnose_text(text), lang=lang)
+        cmds = doc["causes"][0]["next_commands"]
+        drain = next(c for c in cmds if "drain" in c["command"])
+        assert drain["caution"] and drain.get("root") is True
+        assert ("Record first" in drain["caution"]) if lang == "en" else ("先" in drain["caution"])
+        assert not any(c.get("caution") for c in cmds if "drain" not in c["command"] and "reboot" not in c["command"]
+                       and "reset" not in c["command"] and "rm " not in c["command"])
+        buf = io.StringIO()
+        terminal.render(doc, file=buf)
+        flat = " ".join(buf.getvalue().split())
+        assert f"⚠ {word}" in flat and " ".join(drain["caution"].split())[:40] in flat
+        assert drain["caution"] in markdown.render(doc)
+        assert word in json.dumps(blocks.render(doc).blocks, ensure_ascii=False)

@@ -74,6 +74,10 @@ def _commands(diagnosis, cause, lang: str) -> list[dict[str, Any]]:
         item = {"command": cmd, "why": pick(c.get("why"), lang)}
         if cmd != c["command"]:
             item["template"] = c["command"]
+        if c.get("caution"):  # it changes shared state: what it does to others and what to record first
+            item["caution"] = pick(c["caution"], lang)
+        if c.get("root") or cmd.lstrip().startswith("sudo "):
+            item["root"] = True
         out.append(item)
     return out
 

@@ -345,6 +345,7 @@ def _top_cause(out: _Blocks, cause: dict[str, Any], lang: str) -> None:
         out.sections(units, 1, head=t("evidence", lang), more_prio=7, max_items=MAX_EVIDENCE, lang=lang)
 
     steps = [f"{n}. {_inline_code(c['command'])} — {escape(c.get('why') or '')}"
+             + (f"\n    :warning: *{escape(t('caution', lang))}*: {escape(c['caution'])}" if c.get("caution") else "")
              for n, c in enumerate(cause.get("next_commands") or [], 1)]
     if steps:
         out.sections(steps, 1, head=t("next_commands", lang), more_prio=5)

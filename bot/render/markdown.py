@@ -52,7 +52,8 @@ def _summary(doc: dict[str, Any], lang: str) -> list[str]:
     if who:
         out.append(f"- **{who}**")
     for n, cmd in enumerate(top["next_commands"][:2], 1):
-        out.append(f"- {t('run_first', lang)} {n}{colon}`{cmd['command']}`")
+        warn = f" ⚠ {t('caution', lang)}" if cmd.get("caution") else ""
+        out.append(f"- {t('run_first', lang)} {n}{colon}`{cmd['command']}`{warn}")
     sup = top["support"]
     est = _estimate_line(sup.get("estimate"), lang)
     out.append(f"- {t('support', lang)}{colon}{sup['tier_name']}" + (f" — {est}" if est else ""))
@@ -93,6 +94,8 @@ def render(doc: dict[str, Any]) -> str:
         out += [f"### {t('next_commands', lang)}", ""]
         for n, cmd in enumerate(cause["next_commands"], 1):
             out.append(f"{n}. `{cmd['command']}` — {cmd['why']}")
+            if cmd.get("caution"):
+                out.append(f"   ⚠ **{t('caution', lang)}**{'：' if lang == 'zh' else ': '}{cmd['caution']}")
         out += ["", f"### {t('fix', lang)}", ""] + [f"- {f}" for f in cause["fix"]]
         sup = cause["support"]
         out += ["", f"### {t('support', lang)}", "", f"**{sup['tier_name']}** — {sup['why']}"]

@@ -119,7 +119,9 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
         for n, cmd in enumerate(top["next_commands"][:SUMMARY_COMMANDS], 1):
             first = f"{t('run_first', lang)}{colon}"
             label = first if n == 1 else " " * cell_len(first)
-            line(Text.assemble(label, f"{n}. ", (cmd["command"], "green")), indent=2, hang=cell_len(label) + 3)
+            line(Text.assemble(label, f"{n}. ", (cmd["command"], "green"),
+                               (f"  ⚠ {t('caution', lang)}", "yellow") if cmd.get("caution") else ""),
+                 indent=2, hang=cell_len(label) + 3)
         sup = top["support"]
         est = _estimate_line(sup.get("estimate"), lang)
         line(Text.assemble((f"{t('support', lang)}{colon}", "bold"), (sup["tier_name"], TIER_STYLE.get(sup["tier"], "")),
@@ -169,6 +171,8 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
             for n, cmd in enumerate(cmds, 1):
                 line(Text.assemble(f"{n}. ", (cmd["command"], "green")), indent=4, hang=3)
                 line(cmd["why"], indent=7, hang=0)
+                if cmd.get("caution"):
+                    line(Text.assemble((f"⚠ {t('caution', lang)}{colon}", "yellow bold"), cmd["caution"]), indent=7)
         if cause["fix"]:
             line(Text(t("fix", lang), style="bold"), indent=2)
             for f in cause["fix"]:
