@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Sequence
 
 from collectors import trainlog
 from collectors.findings import Finding, FirstError, LogLine
-from collectors.said import Said
+from collectors.said import Said, in_lang
 from knowledge import catalog as catalog_mod
 from knowledge.loader import Entry
 from knowledge.match import CONFIDENT, Cause, Matcher
@@ -61,7 +61,8 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
         raw = [u for u in unparsed if not isinstance(u, Note)]
         if told:
             more = f" (+{len(told) - 1} more)" if len(told) > 1 else ""
-            note(node, f"{name}: {told[0][:100]}{more}")
+            note(node, Said(f"{name}: {told[0][:100]}{more}",
+                            f"{name}：{told[0][:100]}" + (f"（另有 {len(told) - 1} 条）" if len(told) > 1 else "")))
         if raw:
             count, first, nodes = unread.get(name, (0, raw[0].strip(), []))
             unread[name] = (count + len(raw), first, nodes + [node])
@@ -76,14 +77,16 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
                 missing.setdefault(node.node, []).append(name)
                 continue
             if meta.get("timed_out"):
-                note(node.node, f"{name} not checked (timed out)")
+                note(node.node, Said(f"{name} not checked (timed out)", f"{name} 未检查（超时）"))
             if col is None:
-                note(node.node, f"no parser for {name}; its output is kept in the bundle")
+                note(node.node, Said(f"no parser for {name}; its output is kept in the bundle",
+                                     f"{name} 没有解析器；其输出保存在 bundle 中"))
                 continue
             try:
                 parsed, unparsed = col.parse(text)
             except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the other nodes
-                note(node.node, f"the {name} parser failed ({exc.__class__.__name__}); its output is kept")
+                note(node.node, Said(f"the {name} parser failed ({exc.__class__.__name__}); its output is kept",
+                                     f"{name} 解析器出错（{exc.__class__.__name__}）；输出已保留"))
                 continue
             for f in parsed:
                 f.node = node.node
@@ -97,13 +100,16 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
                                                         and (f.attrs.get("device"), f.attrs.get("port")) in by_ibstat)]
     # one line per set of missing commands, not one per command: "not checked, not installed: ..."
     for node, names in missing.items():
-        note(node, f"not checked, command not installed: {', '.join(names)}")
+        note(node, Said(f"not checked, command not installed: {', '.join(names)}",
+                        f"未检查，命令未安装：{'、'.join(names)}"))
     for text, nodes in said.items():
-        notes.append(f"{text} — {_where(nodes)}")
+        notes.append(Said(f"{text} — {_where(nodes)}", f"{in_lang(text, 'zh')} —— {_where(nodes, 'zh')}"))
     # lines a parser could not read: one line per collector, whatever the number of nodes and lines
     for name, (count, first, nodes) in unread.items():
         lines = "1 line" if count == 1 else f"{count} lines"
-        notes.append(f"{name}: {lines} not understood (kept in the bundle), e.g. {first[:100]!r} — {_where(nodes)}")
+        notes.append(Said(f"{name}: {lines} not understood (kept in the bundle), e.g. {first[:100]!r} — {_where(nodes)}",
+                          f"{name}：{count} 行无法解析（已保存在 bundle 中），例如 {first[:100]!r} —— "
+                          f"{_where(nodes, 'zh')}"))
     for fs in per_node.values():
         healthy.mark(fs)
     findings = [f for fs in per_node.values() for f in fs]
@@ -113,7 +119,9 @@ def parse_node_outputs(bundle: "Bundle") -> tuple[list[Finding], list[str]]:
     return findings, notes
 
 
-def _where(nodes: list[str]) -> str:
+def _where(nodes: list[str], lang: str = "en") -> str:
+    if lang == "zh":
+        return "、".join(nodes[:6]) + (f" 等 {len(nodes)} 个节点" if len(nodes) > 6 else "")
     return ", ".join(nodes[:6]) + (f" and {len(nodes) - 6} more" if len(nodes) > 6 else "")
 
 

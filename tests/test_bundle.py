@@ -189,3 +189,20 @@ def test_secrets_never_reach_the_bundle(tmp_path):
     assert token not in stored and "hunter2" not in stored and "s3cr3tcookie" not in stored
     assert "--max-tokens 100" in stored and "RuntimeError: CUDA error: out of memory" in stored
     assert "NCCL WARN NET/IB" in stored  # the gzip log was stored as text
+
+
+def test_collection_notes_read_in_chinese(tmp_path, engine):
+    """What the collection could not check (a command not installed, a timeout, lines a parser could not
+    read) is said in the reply's language."""
+    from bot.render import as_dict
+
+    nodes = {"gpu07": node("gpu07", [("ibstat", "", 124), ("ethtool-s", "sh: 1: ethtool: not found\n", 127),
+                                     ("df", "Filesystem Size Used Avail Use% Mounted on\n"
+                                            "this line is not df output at all\n", 0)], "partial", "timed out: ibstat")}
+    path = write_bundle(tmp_path / "b", nodes, job="1")
+    with read_bundle(path) as bundle:
+        diagnosis = engine.diagnose_bundle(bundle)
+    en, zh = as_dict(diagnosis, lang="en")["warnings"], as_dict(diagnosis, lang="zh")["warnings"]
+    assert any("ibstat not checked (timed out)" in w for w in en) and any("ibstat 未检查（超时）" in w for w in zh)
+    assert any("command not installed: ethtool-s" in w for w in en) and any("命令未安装：ethtool-s" in w for w in zh)
+    assert len(en) == len(zh) and all(a != b for a, b in zip(en, zh))

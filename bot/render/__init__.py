@@ -262,7 +262,7 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
         "job": diagnosis.job,
         "confident": diagnosis.confident,
         "lang": lang,
-        "warnings": diagnosis.warnings,
+        "warnings": [in_lang(w, lang) for w in diagnosis.warnings],
         "stats": {"sources": diagnosis.sources, "lines": diagnosis.lines_read, "bytes": diagnosis.bytes_read,
                   "seconds": round(diagnosis.seconds, 4)},
     }
