@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Sequence
 
-from collectors import trainlog
+from collectors import flight_recorder, trainlog
 from collectors.findings import Finding, FirstError, LogLine
 from collectors.said import Said, in_lang
 from knowledge import catalog as catalog_mod
@@ -243,7 +243,7 @@ class Engine:
 
     def diagnose_paths(self, paths: Sequence[str], *, stdin: BinaryIO | None = None) -> Diagnosis:
         started = time.perf_counter()
-        parsed = trainlog.parse_paths(list(paths), keywords=self.keywords, stdin=stdin)
+        parsed = flight_recorder.parse_paths(list(paths), keywords=self.keywords, stdin=stdin)
         return self.diagnose_parsed(parsed, started)
 
     def diagnose_text(self, text: str, *, source: str = "paste") -> Diagnosis:
@@ -257,7 +257,7 @@ class Engine:
         findings, notes = parse_node_outputs(bundle)
         logs = [str(p) for p in bundle.logs] + list(extra_logs)
         if logs:
-            parsed = trainlog.parse_paths(logs, keywords=self.keywords)
+            parsed = flight_recorder.parse_paths(logs, keywords=self.keywords)
         else:
             parsed = trainlog.ParseResult(findings=[], lines=[], first_error=None, sources=[], bytes_read=0,
                                           lines_read=0, truncated=False, warnings=[])

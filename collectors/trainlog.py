@@ -1519,7 +1519,7 @@ def _is_log_name(fn: str) -> bool:
     return low.endswith(LOG_EXTS) or "." not in base
 
 
-def _expand(paths: Sequence[str]) -> list[str]:
+def _expand(paths: Sequence[str], skip: frozenset[str] = frozenset()) -> list[str]:
     out: list[str] = []
     for p in paths:
         if p == "-":
@@ -1533,7 +1533,7 @@ def _expand(paths: Sequence[str]) -> list[str]:
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for fn in sorted(files):
-                    if _is_log_name(fn):
+                    if _is_log_name(fn) and os.path.join(root, fn) not in skip:
                         found.append(os.path.join(root, fn))
             if not found:
                 raise InputError(f"{p}: the folder holds no log files (*.log, *.txt, *.out, *.err, *.gz or "
@@ -1563,13 +1563,15 @@ def _expand(paths: Sequence[str]) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Public entry points
 # --------------------------------------------------------------------------------------------
-def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin: BinaryIO | None = None) -> ParseResult:
-    """Parse log files, folders (recursively), ``-`` (standard input); ``.gz`` transparently."""
+def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin: BinaryIO | None = None,
+                skip: Iterable[str] = ()) -> ParseResult:
+    """Parse log files, folders (recursively), ``-`` (standard input); ``.gz`` transparently.
+    Files in ``skip`` found inside a folder are left out (flight-recorder dumps, read elsewhere)."""
     if isinstance(paths, str):
         paths = [paths]
     if not paths:
         raise InputError("no input given; pass a log file, a folder of logs, or '-' for standard input")
-    files = _expand(paths)
+    files = _expand(paths, frozenset(skip))
     sc = _Scanner(keywords)
     walked = {f for f in files} - set(paths)
     for f in files:

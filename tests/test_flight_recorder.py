@@ -1,0 +1,249 @@
+"""Flight-recorder dumps written by PyTorch (tests/fixtures/flight-recorder, see its README): the
+laggard, the desync, dumps beside logs, and dumps that must be refused without running anything."""
+
+import json
+import os
+import pickle
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from collectors import flight_recorder as fr
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "tests" / "fixtures" / "flight-recorder"
+HANG, DESYNC = FIX / "hang", FIX / "desync"
+
+
+def diagnose(capsys, data_dir, *paths):
+    code = main(["--data-dir", str(data_dir), "diagnose", *map(str, paths), "--format", "json"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def doc_of(capsys, data_dir, *paths):
+    code, out, err = diagnose(capsys, data_dir, *paths)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def kinds(doc, kind):
+    return [f for f in doc["findings"] if f["kind"] == kind]
+
+
+# ---- what PyTorch wrote ---------------------------------------------------------------------
+
+def test_the_pickled_dumps_are_read_without_pickle_load():
+    dumps = fr.read_paths(sorted(str(p) for p in HANG.iterdir()))
+    assert [d.rank for d in dumps] == [0, 1, 2, 3]
+    assert {d.form for d in dumps} == {"pickle"} and {d.version for d in dumps} == {"2.10"}
+    # ranks 0 and 1 recorded 19 collectives (10 all_reduce, 9 all_gather) in a buffer of 16: it wrapped
+    assert [len(d.entries) for d in dumps] == [16, 16, 10, 9]
+    last = dumps[0].entries[-1]
+    assert last["profiling_name"] == "gloo:all_reduce" and last["collective_seq_id"] == 10
+    assert last["process_group"] == ("0", "default_pg") and last["input_sizes"] == [[256]]
+    assert dumps[3].pg_status["0"]["last_enqueued_collective"] == 9
+
+
+def test_held_back_rank_is_the_laggard_with_its_stack(capsys, data_dir):
+    doc = doc_of(capsys, data_dir, HANG)
+    assert doc["culprit"]["rank"] == 3 and doc["culprit"]["reason"] == "laggard"
+    assert doc["culprit"]["collective"] == {"pg": 0, "seq": 10, "op": "ALLREDUCE", "waiting": 3,
+                                            "last_completed": 9}
+    (lag,) = kinds(doc, "rank-straggler")
+    assert lag["attrs"]["ranks"] == "3"
+    assert lag["attrs"]["last_entered"].startswith("ALLREDUCE #9 of PG 0")
+    # the laggard's own Python stack, torch's wrappers left out
+    assert lag["attrs"]["stack"].startswith("train_step (/workspace/make_dumps.py:")
+    assert "distributed_c10d.py" not in lag["attrs"]["stack"]
+    assert "train_step" in doc["culprit"]["evidence"][0]
+    waiting = kinds(doc, "nccl-timeout")
+    assert sorted(f["rank"] for f in waiting) == [0, 1, 2]
+    assert {(f["attrs"]["seq"], f["attrs"]["op"], f["attrs"]["numel_in"], f["attrs"]["pg"]) for f in waiting} \
+        == {(10, "ALLREDUCE", 256, 0)}
+    # the subgroup of ranks 0 and 1 (PG 1) finished its all_gathers: nothing said of it
+    assert all(f["attrs"]["pg"] == 0 for f in doc["findings"] if "pg" in f["attrs"])
+    assert not kinds(doc, "collective-mismatch")
+    assert doc["causes"][0]["id"] == "nccl-watchdog-timeout"
+    assert doc["causes"][0]["category"] == "communication"
+
+
+def test_size_desync_in_json_dumps_is_a_software_mismatch(capsys, data_dir):
+    doc = doc_of(capsys, data_dir, DESYNC)
+    (mm,) = kinds(doc, "collective-mismatch")
+    assert mm["attrs"] == {"seq": 3, "ops": "NumelIn 16/32", "ranks": "0,1,2", "pg": 0, "odd_ranks": "1"}
+    assert mm["source"].endswith("nccl_trace_rank_1.json")
+    assert doc["causes"][0]["category"] == "software"
+    assert doc["causes"][0]["id"] == "nccl-collective-mismatch"
+    # every rank entered #3: no laggard is invented
+    assert not kinds(doc, "rank-straggler") and doc["culprit"] is None
+
+
+def test_terminal_reply_names_the_laggard(capsys, data_dir):
+    assert main(["--data-dir", str(data_dir), "diagnose", str(HANG)]) == 0
+    out = capsys.readouterr().out
+    assert "rank 3" in out and "#10" in out
+
+
+def test_dumps_beside_logs_in_one_folder(capsys, data_dir, tmp_path):
+    job = tmp_path / "job"
+    shutil.copytree(HANG, job)
+    for log in (FIX / "hang-logs").iterdir():
+        shutil.copy(log, job / log.name)
+    doc = doc_of(capsys, data_dir, job)
+    sources = doc["stats"]["sources"]
+    assert sum(s.endswith(".log") for s in sources) == 4
+    assert sum("nccl_trace_rank_" in s for s in sources) == 4
+    # the dumps were not read as text logs (nor skipped as binary ones)
+    assert not any("not a text log" in w for w in doc["warnings"])
+    assert "Timed out waiting 5000ms" in doc["first_error"]["line"]
+    assert doc["culprit"]["rank"] == 3 and doc["culprit"]["reason"] == "laggard"
+
+
+def test_dumps_and_logs_given_separately(capsys, data_dir):
+    doc = doc_of(capsys, data_dir, *sorted(HANG.iterdir()), FIX / "hang-logs")
+    assert doc["culprit"]["rank"] == 3
+    assert len(doc["stats"]["sources"]) == 8
+
+
+def test_laggard_host_comes_from_the_logs():
+    dumps = fr.read_paths(sorted(str(p) for p in HANG.iterdir()))
+    out = fr.analyse(dumps, rank_node={3: "gpu03", 0: "gpu00"})
+    (lag,) = [f for f in out.findings if f.kind == "rank-straggler"]
+    assert lag.attrs["node"] == "gpu03"
+    assert {f.node for f in out.findings if f.kind == "nccl-timeout" and f.rank == 0} == {"gpu00"}
+
+
+def test_missing_dump_of_a_named_member_is_said_not_guessed():
+    dumps = fr.read_paths(sorted(str(p) for p in HANG.iterdir())[:3])  # rank 3's dump lost
+    out = fr.analyse(dumps)
+    # gloo names no members in pg_config, so nothing says rank 3 belonged: no laggard is made up
+    assert not [f for f in out.findings if f.kind == "rank-straggler"]
+
+
+def test_op_names_match_the_watchdogs_optype():
+    assert fr.op_name("nccl:all_reduce") == "ALLREDUCE"
+    assert fr.op_name("gloo:all_gather") == "ALLGATHER"
+    assert fr.op_name("nccl:_allgather_base") == "_ALLGATHER_BASE"
+    assert fr.op_name("nccl:reduce_scatter") == "REDUCE_SCATTER"
+    assert fr.op_name("nccl:all_to_all") == "ALLTOALL"
+    assert fr.op_name("nccl:send 0->1") == "SEND"
+
+
+def test_unnamed_and_duplicate_dumps_are_said(tmp_path):
+    data = (HANG / "nccl_trace_rank_3").read_bytes()
+    (tmp_path / "dump.pkl").write_bytes(data)
+    (tmp_path / "again_rank_3").write_bytes(data)
+    (tmp_path / "trace_rank_3.pkl").write_bytes(data)
+    dumps = fr.read_paths([str(tmp_path / n) for n in ("dump.pkl", "trace_rank_3.pkl", "again_rank_3")])
+    assert [d.rank for d in dumps] == [None, 3, 3]
+    warnings = " ".join(fr.analyse(dumps).warnings)
+    assert "cannot tell which rank" in warnings and "a second dump of rank 3" in warnings
+
+
+# ---- what must be refused -------------------------------------------------------------------
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+class _Imports:
+    def __reduce__(self):
+        return (__import__, ("subprocess",))
+
+
+@pytest.mark.parametrize("shape", ["bare", "inside-a-dump"])
+def test_malicious_pickle_is_refused_without_running_it(shape, tmp_path, capsys, data_dir):
+    marker = tmp_path / "pwned"
+    evil = _RunsCode(marker)
+    if shape == "inside-a-dump":  # a real dump with one entry swapped for the payload
+        dumps = fr.read_paths([str(HANG / "nccl_trace_rank_0")])
+        doc = {"version": dumps[0].version, "pg_status": dumps[0].pg_status, "pg_config": dumps[0].pg_config,
+               "entries": dumps[0].entries[:-1] + [evil]}
+    else:
+        doc = evil
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_bytes(pickle.dumps(doc, protocol=2))
+    assert fr.sniff_file(str(path)) == "pickle"
+    code, out, err = diagnose(capsys, data_dir, path)
+    assert code == 1 and out == ""
+    assert "refused" in err and "os.system" in err.replace("posix.system", "os.system")
+    assert "Traceback" not in err
+    assert not marker.exists()
+    # the same through the library, for every protocol
+    for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        with pytest.raises(fr.DumpError, match="refused"):
+            fr.read_dump("x", pickle.dumps(doc, protocol=proto))
+    with pytest.raises(fr.DumpError, match="refused"):
+        fr.read_dump("x", pickle.dumps({"version": "2.10", "entries": [_Imports()]}, protocol=4))
+    assert not marker.exists()
+
+
+def test_cut_short_dump_says_so(tmp_path, capsys, data_dir):
+    data = (HANG / "nccl_trace_rank_0").read_bytes()
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_bytes(data[: len(data) // 2])
+    code, out, err = diagnose(capsys, data_dir, path)
+    assert code == 1 and "damaged or cut short" in err and "Traceback" not in err
+    js = tmp_path / "nccl_trace_rank_1.json"
+    js.write_bytes((DESYNC / "nccl_trace_rank_1.json").read_bytes()[:700])
+    code, out, err = diagnose(capsys, data_dir, js)
+    assert code == 1 and "JSON dump is damaged or cut short" in err
+
+
+def test_garbage_after_a_pickle_header_says_so(tmp_path, capsys, data_dir):
+    path = tmp_path / "nccl_trace_rank_5"
+    path.write_bytes(b"\x80\x02" + bytes(range(256)) * 4)
+    code, out, err = diagnose(capsys, data_dir, path)
+    assert code == 1 and "nccl_trace_rank_5" in err and "Traceback" not in err
+
+
+def test_a_pickle_of_something_else_is_not_a_dump(tmp_path, capsys, data_dir):
+    path = tmp_path / "model_rank_0.pkl"
+    path.write_bytes(pickle.dumps({"weights": [1.0, 2.0]}, protocol=2))
+    code, out, err = diagnose(capsys, data_dir, path)
+    assert code == 1 and "not a flight-recorder dump" in err
+
+
+def test_the_cli_as_a_console_script_exits_1_without_traceback(tmp_path, data_dir):
+    import subprocess
+
+    marker = tmp_path / "pwned"
+    path = tmp_path / "nccl_trace_rank_0"
+    path.write_bytes(pickle.dumps(_RunsCode(marker), protocol=2))
+    env = {**os.environ, "GPU_TRIAGE_DATA_DIR": str(data_dir)}
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "diagnose", str(path)], capture_output=True,
+                          env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1 and b"refused" in proc.stderr and b"Traceback" not in proc.stderr
+    assert not marker.exists()
+
+
+def test_a_huge_dump_is_not_read_whole(tmp_path, capsys, data_dir):
+    path = tmp_path / "nccl_trace_rank_0"
+    with open(path, "wb") as fh:  # sparse: the pickle header, then 64 MB of nothing
+        fh.write(b"\x80\x02}q\x00")
+        fh.truncate(fr.MAX_DUMP_BYTES + 1)
+    code, out, err = diagnose(capsys, data_dir, path)
+    assert code == 1 and "larger than 64 MB" in err
+
+
+def test_entries_are_bounded_newest_kept():
+    data = (HANG / "nccl_trace_rank_0").read_bytes()
+    d = fr.read_dump("nccl_trace_rank_0", data, max_entries=5)
+    assert len(d.entries) == 5 and d.dropped == 11
+    assert [e["record_id"] for e in d.entries] == [14, 15, 16, 17, 18]
+    warnings = fr.analyse([d]).warnings
+    assert any("16 flight-recorder entries; only the newest 5" in w for w in warnings)
+
+
+def test_a_text_log_is_never_taken_for_a_dump():
+    for log in (FIX / "hang-logs").iterdir():
+        assert fr.sniff_file(str(log)) is None
+    assert fr.looks_like_dump(b'{"ts": "2024-01-01", "level": "error", "msg": "NCCL timeout"}') is None
