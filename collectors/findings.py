@@ -36,6 +36,7 @@ KINDS: dict[str, dict[str, str]] = {
         "pg": "process group id, when printed ([PG 0 Rank 3], [PG ID 1 ...])",
         "last_enqueued": "the last work this rank enqueued (the PG status the watchdog prints)",
         "last_completed": "the last work this rank completed (the PG status the watchdog prints)",
+        "stack": "the Python frames that called the collective, innermost first (flight-recorder dumps)",
     },
     "nccl-error": {
         "reason": "one of: unhandled-system-error, unhandled-cuda-error, internal-error, "
@@ -90,6 +91,8 @@ KINDS: dict[str, dict[str, str]] = {
         "seq": "sequence number at which the ranks disagree",
         "ops": "the differing op types or sizes, e.g. ALLREDUCE/ALLGATHER or NumelIn 1024/2048",
         "ranks": "the ranks seen, comma-separated",
+        "pg": "the process group, when known (flight-recorder dumps)",
+        "odd_ranks": "the minority that ran the other collective, when one side is smaller (flight-recorder dumps)",
     },
     "gpu-extra-context": {
         "gpu": "the GPU index that carries other GPUs' processes (nvidia-smi's process table)",
@@ -104,6 +107,9 @@ KINDS: dict[str, dict[str, str]] = {
         "pg": "the process group's id, when the lines name it",
         "node": "the one laggard's host, when a line of that rank named it",
         "last_completed": "the last work the one laggard completed, from its own watchdog line",
+        "last_entered": "the one laggard's last recorded collective (op, #seq, PG, state; flight-recorder dumps)",
+        "stack": "the Python frames of that collective's call, innermost first (flight-recorder dumps)",
+        "no_dump": "true when the silent ranks are members of the group that wrote no flight-recorder dump",
     },
     "python-exception": {"type": "exception class, e.g. RuntimeError", "message": "first line of the message",
                          "launcher": "true for a launcher's report of a worker's death (ChildFailedError, "

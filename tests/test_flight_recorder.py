@@ -247,3 +247,13 @@ def test_a_text_log_is_never_taken_for_a_dump():
     for log in (FIX / "hang-logs").iterdir():
         assert fr.sniff_file(str(log)) is None
     assert fr.looks_like_dump(b'{"ts": "2024-01-01", "level": "error", "msg": "NCCL timeout"}') is None
+
+
+def test_findings_from_dumps_carry_only_documented_attributes():
+    from collectors.findings import KINDS
+
+    for folder in (HANG, DESYNC):
+        out = fr.analyse(fr.read_paths(sorted(str(p) for p in folder.iterdir())))
+        assert out.findings
+        for f in out.findings:
+            assert set(f.attrs) <= set(KINDS[f.kind]), (f.kind, set(f.attrs) - set(KINDS[f.kind]))
