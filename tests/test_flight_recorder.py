@@ -257,3 +257,63 @@ def test_findings_from_dumps_carry_only_documented_attributes():
         assert out.findings
         for f in out.findings:
             assert set(f.attrs) <= set(KINDS[f.kind]), (f.kind, set(f.attrs) - set(KINDS[f.kind]))
+
+
+# ---- Slack: uploaded dumps go through the same engine ----------------------------------------
+
+@pytest.fixture
+def slack_bot(slack_api, engine, tmp_path):
+    from bot.slack.app import create_app
+    from bot.slack.config import SlackConfig
+    from bot.slack.http import make_server, serve_in_thread
+    from slack_fakes import BOT_TOKEN
+
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": slack_api.url,
+           "GPU_TRIAGE_DATA_DIR": str(tmp_path / "data")}
+    app, ctx = create_app(SlackConfig.from_env(env, http=True), engine=engine, http=True)
+    server = make_server(app, "127.0.0.1", 0)
+    serve_in_thread(server)
+    yield f"http://127.0.0.1:{server.server_address[1]}/slack/events"
+    server.shutdown()
+    ctx.pool.shutdown(wait=True, cancel_futures=True)
+
+
+SECRET = "5c2f0e7d9a8b4c3d2e1f0a9b8c7d6e5f"
+
+
+def _mention(url, files, ts):
+    import urllib.request
+
+    from slack_fakes import event_body, signed_headers
+
+    event = {"type": "app_mention", "user": "U1", "channel": "CGEN", "ts": ts, "text": "<@UBOT> why did it hang?",
+             "files": [{"id": fid, "name": name} for fid, name in files]}
+    data = event_body(event)
+    data = data.encode() if isinstance(data, str) else data
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={**signed_headers(SECRET, data), "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
+def test_uploaded_dumps_name_the_laggard_in_the_thread(slack_bot, slack_api):
+    files = []
+    for i, dump in enumerate(sorted(HANG.iterdir())):
+        slack_api.register_file(f"FD{i}", dump.name, dump.read_bytes(), "application/octet-stream")
+        files.append((f"FD{i}", dump.name))
+    _mention(slack_bot, files, "1700000100.000100")
+    answer = slack_api.wait_for("chat.postMessage", timeout=60)[0].params
+    assert answer["thread_ts"] == "1700000100.000100"
+    said = answer.get("text", "") + json.dumps(answer.get("blocks", []))
+    assert "rank 3" in said and "#10" in said
+
+
+def test_uploaded_malicious_pickle_is_refused_in_the_thread(slack_bot, slack_api, tmp_path):
+    marker = tmp_path / "pwned-slack"
+    slack_api.register_file("FE1", "nccl_trace_rank_0", pickle.dumps(_RunsCode(marker), protocol=2),
+                            "application/octet-stream")
+    _mention(slack_bot, [("FE1", "nccl_trace_rank_0")], "1700000100.000200")
+    answer = slack_api.wait_for("chat.postMessage", timeout=60)[0].params
+    said = answer.get("text", "") + json.dumps(answer.get("blocks", []))
+    assert "refused" in said
+    assert not marker.exists()
