@@ -24,6 +24,7 @@ TEXT: dict[str, dict[str, str]] = {
                             "zh": "重点排查 {who}：它最先因自身错误失败"},
     "below_threshold": {"en": "below threshold", "zh": "未达阈值"},
     "caution": {"en": "caution", "zh": "注意"},
+    "why_cause": {"en": "Why", "zh": "原因分析"},
     "preflight_reasons": {"en": "REASONS", "zh": "原因"},
     "preflight_all_passed": {"en": "all checks passed", "zh": "全部检查通过"},
     "preflight_verdict.0": {"en": "healthy", "zh": "健康"},

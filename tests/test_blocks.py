@@ -431,3 +431,18 @@ def test_new_messages_are_bilingual():
         assert TEXT[k].get("en") and TEXT[k].get("zh"), k
     for c in CATEGORIES:
         assert f"category.{c}" in TEXT
+
+
+def test_the_slack_reply_follows_the_terminal_summary_order(engine):
+    """Slack shows what the terminal's first screen shows, in the same order: evidence, the first
+    commands, the support tier; the explanation and the fix come after."""
+    from bot.render.blocks import render
+
+    log = Path(__file__).resolve().parent.parent / "examples" / "dolly-torch-save-errno28-no-space.log"
+    for lang in ("en", "zh"):
+        doc = as_dict(engine.diagnose_paths([str(log)]), lang=lang)
+        body = json.dumps(render(doc).blocks, ensure_ascii=False)
+        marks = [f"*{t('evidence', lang)}*", f"*{t('next_commands', lang)}*", t("support", lang),
+                 f"*{t('why_cause', lang)}*", f"*{t('fix', lang)}*"]
+        at = [body.find(m) for m in marks]
+        assert all(i >= 0 for i in at) and at == sorted(at), list(zip(marks, at))

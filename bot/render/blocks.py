@@ -279,7 +279,7 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
         if doc.get("job"):
             meta.append(escape(t("where.job", lang, n=doc["job"])))
         out.add(context(" · ".join(meta)), 0)
-        _top_cause(out, top, lang)
+        _top_cause(out, top, doc, lang)
     else:
         out.sections([escape(doc.get("message") or t("no_cause", lang))], 0)
         steps = [f"{n}. {_inline_code(s['command'])} — {escape(s['why'])}"
@@ -289,12 +289,8 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
     similar = [f":repeat: {escape(s['text'])}" for s in doc.get("similar") or []]
     if similar:
         out.sections(similar, 1, head=t("similar", lang), more_prio=6, max_items=3, lang=lang)
-    _first_error(out, doc, lang)
-    who = culprit_line(doc, lang)
-    if who:
-        out.sections([f":dart: *{escape(who)}*"], 1)
-    if top:
-        _support(out, top, lang)
+    if not top:
+        _first_error(out, doc, lang)
     if len(causes) > 1:
         conf = escape(t("confidence", lang))
         lines = [f"• {escape(c['title'])} — {conf} {c['confidence']:.2f} (`{escape(c['id'])}`)" for c in causes[1:]]
@@ -326,15 +322,12 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
     return Reply(text=escape(text), blocks=blocks, overflow=out.overflow, report_markdown=markdown.render(doc))
 
 
-def _top_cause(out: _Blocks, cause: dict[str, Any], lang: str) -> None:
-    paragraphs = [escape(p) for p in str(cause.get("cause") or "").split("\n") if p.strip()]
-    if paragraphs:
-        out.sections(paragraphs, 1, more_prio=3)
-    xids = [f"• {escape(t('xid_detail', lang, code=x['code'], name=x['name'], action=x['action']))}"
-            for x in cause.get("xid") or []]
-    if xids:
-        out.sections(xids, 2, more_prio=6)
-
+def _top_cause(out: _Blocks, cause: dict[str, Any], doc: dict[str, Any], lang: str) -> None:
+    """The top cause in the terminal summary's order: who to look at, the evidence, the first error,
+    the commands and the support tier first; why (the cause, the XIDs) and the fix after them."""
+    who = culprit_line(doc, lang)
+    if who:
+        out.sections([f":dart: *{escape(who)}*"], 1)
     units = []
     for ev in cause.get("evidence") or []:
         block, cut = code_block(ev.get("line", ""))
@@ -343,12 +336,21 @@ def _top_cause(out: _Blocks, cause: dict[str, Any], lang: str) -> None:
         units.append((f"_{where}_\n" if where else "") + block)
     if units:
         out.sections(units, 1, head=t("evidence", lang), more_prio=7, max_items=MAX_EVIDENCE, lang=lang)
+    _first_error(out, doc, lang)
 
     steps = [f"{n}. {_inline_code(c['command'])} — {escape(c.get('why') or '')}"
              + (f"\n    :warning: *{escape(t('caution', lang))}*: {escape(c['caution'])}" if c.get("caution") else "")
              for n, c in enumerate(cause.get("next_commands") or [], 1)]
     if steps:
         out.sections(steps, 1, head=t("next_commands", lang), more_prio=5)
+    _support(out, cause, lang)
+    paragraphs = [escape(p) for p in str(cause.get("cause") or "").split("\n") if p.strip()]
+    if paragraphs:
+        out.sections(paragraphs, 1, head=t("why_cause", lang), more_prio=3)
+    xids = [f"• {escape(t('xid_detail', lang, code=x['code'], name=x['name'], action=x['action']))}"
+            for x in cause.get("xid") or []]
+    if xids:
+        out.sections(xids, 2, more_prio=6)
     fixes = cause.get("fix") or []
     if isinstance(fixes, str):
         fixes = [fixes]
