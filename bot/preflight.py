@@ -142,6 +142,12 @@ def _row_remap(f: Finding, c: Context):
     if f.attrs.get("pending"):
         out.append((CRITICAL, "gpu", Said(f"GPU {f.attrs.get('gpu')}: row remap pending; reset the GPU before a job",
                                           f"GPU {f.attrs.get('gpu')}：行重映射待生效；开始作业前先重置 GPU")))
+    none = f.attrs.get("banks_none")
+    if isinstance(none, int) and none > 0 and not f.attrs.get("failure"):
+        out.append((WARN, "gpu", Said(f"GPU {f.attrs.get('gpu')}: {none} memory bank(s) have no spare row left; "
+                                      "the next uncorrectable error there cannot be remapped (plan the RMA)",
+                                      f"GPU {f.attrs.get('gpu')}：{none} 个显存 bank 已无备用行，"
+                                      "那里再出现不可纠正错误就无法重映射（提前安排 RMA）")))
     return out
 
 

@@ -311,7 +311,9 @@ def test_q_a100_older_driver():
     remap = of(findings, "row-remap")[0].attrs
     rr = want["remapped_rows"]
     assert remap == {"gpu": 0, "correctable": rr["correctable"], "uncorrectable": rr["uncorrectable"],
-                     "pending": rr["pending"], "failure": rr["failure_occurred"]}
+                     "pending": rr["pending"], "failure": rr["failure_occurred"],
+                     # the Bank Remap Availability Histogram of the capture: all 640 banks at Max
+                     "banks_max": 640, "banks_high": 0, "banks_partial": 0, "banks_low": 0, "banks_none": 0}
     assert want["retired_pages"] == "N/A" and of(findings, "retired-pages") == []
     assert of(findings, "ecc-error") == [] and of(findings, "gpu-throttle") == []  # Idle only
     assert of(findings, "pcie-link")[0].attrs == {"gpu": 0, "gen": 4, "max_gen": 4, "width": 16, "max_width": 16,

@@ -183,3 +183,12 @@ def test_reasons_in_chinese(tmp_path):
     out = io.StringIO()
     preflight.render_text(report, out)
     assert "hardware XID 79" in out.getvalue() and "BLOCKING findings" in out.getvalue()
+
+
+def test_a_gpu_out_of_spare_rows_is_a_warning():
+    # nvidia-smi -q's Bank Remap Availability Histogram: banks at None have no spare row left
+    f = Finding(kind="row-remap", attrs={"gpu": 3, "pending": False, "failure": False, "banks_max": 630,
+                                         "banks_none": 2})
+    assert judge(f) == [("warn", "gpu")]
+    assert judge(Finding(kind="row-remap", attrs={"gpu": 3, "pending": False, "failure": False, "banks_max": 640,
+                                                  "banks_none": 0})) == []

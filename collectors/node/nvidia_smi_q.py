@@ -220,6 +220,13 @@ def parse(text: str) -> tuple[list[Finding], list[str]]:
                 value = conv(entry.value) if entry and not is_missing(entry.value) else None
                 if value is not None:
                     remap[attr] = value
+            # "Bank Remap Availability Histogram": how many memory banks have max/high/partial/low/no
+            # spare rows left (NVIDIA: banks at Low or None are close to a failed remap)
+            for level in ("max", "high", "partial", "low", "none"):
+                entry = gpu.get("remapped rows", "bank remap availability histogram", level)
+                m = re.match(r"\s*(\d+)", entry.value or "") if entry else None
+                if m:
+                    remap[f"banks_{level}"] = int(m.group(1))
             if len(remap) > 1:
                 line = gpu.get("remapped rows", "pending") or remap_head
                 if remap.get("uncorrectable") and gpu.get("remapped rows", "uncorrectable error"):
