@@ -146,7 +146,7 @@ def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
     if c["reason"] == "laggard" and coll.get("waiting") and coll.get("seq") is not None:
         op = f"{coll['op']} " if coll.get("op") else ""
         pg = t("culprit.pg", lang, pg=coll["pg"]) if coll.get("pg") is not None else ""
-        last = (t("culprit.last_completed", lang, who=who, seq=coll["last_completed"])
+        last = (t("culprit.last_completed", lang, who=f"rank {c['rank']}", seq=coll["last_completed"])
                 if coll.get("last_completed") is not None else "")
         text = t("culprit.laggard_in", lang, n=coll["waiting"], op=op, seq=coll["seq"], pg=pg, last=last, who=who)
     else:
