@@ -144,7 +144,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.adapters.split(","):
             for case in args.cases.split(","):
-                r = run_case(kind, case, args.cap, tmp)
+                try:
+                    r = run_case(kind, case, args.cap, tmp)
+                except ImportError as exc:   # websocket-client and aiohttp are not dependencies
+                    print(f"{kind:18} not installed ({exc.name}): pip install {exc.name}")
+                    break
                 fmt = lambda v: f"> {args.cap:.0f}" if v is None else f"{v:.2f}"  # noqa: E731
                 print(f"{kind:18} {case:18} {fmt(r['reconnect_s']):>11} {fmt(r['ack_s']):>7} {r['cpu_pct']:6.0f}"
                       + (f"   idle CPU {r['idle_cpu_pct']:.1f} %" if "idle_cpu_pct" in r else ""), flush=True)

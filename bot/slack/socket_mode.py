@@ -63,7 +63,7 @@ _FATAL = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "to
 @dataclass(frozen=True)
 class State:
     connected: bool
-    since: float            # time.time() of the last change
+    since: float            # time.time() since when connected (or not)
     detail: str             # why not connected, or the connection's hello host
 
 
@@ -114,7 +114,8 @@ class SocketModeClient(BaseSocketModeClient):
         with self._changed:
             if self._state.connected == connected and self._state.detail == detail:
                 return
-            self._state = State(connected, time.time(), detail)
+            since = time.time() if self._state.connected != connected else self._state.since
+            self._state = State(connected, since, detail)
             state = self._state
             self._changed.notify_all()
         if self.on_state is not None:
@@ -252,7 +253,9 @@ class SocketModeClient(BaseSocketModeClient):
                     continue
                 reason = _disconnect_reason(message)
                 if reason is not None:
-                    self.logger.info("gpu-triage: Slack asked for a new Socket Mode connection (%s)", reason)
+                    self.logger.info("gpu-triage: Slack asked for a new Socket Mode connection (%s)%s", reason,
+                                     "; if reconnecting fails, Socket Mode was switched off for the app "
+                                     "(api.slack.com/apps > Socket Mode)" if reason == "link_disabled" else "")
                     self.connect_to_new_endpoint(force=True)
                     continue
                 self.enqueue_message(message)
