@@ -39,6 +39,16 @@ REQUIRED = ("id", "category", "title", "cause", "next_commands", "fix", "support
 OPTIONAL = ("signatures", "phrases", "findings", "symptom", "backstop", "check_next")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 URL_RE = re.compile(r"^https?://\S+$")
+# Sizes an entry may have (curated entries stay far below: titles under 140 characters, files
+# under 10 KB). Every entry is matched against every error line of every diagnosis, so a team
+# entry of 200 000 phrases or a 20 MB title would slow down everyone's answers.
+LIMITS = {
+    "file_bytes": 256 * 1024,  # an entry file
+    "depth": 20,               # YAML nesting
+    "title": 300,              # characters of a title, in each language
+    "text": 4000,              # characters of any other text (cause, why, a fix step, a signature, ...)
+    "items": 50,               # items in any list (signatures, phrases, fix steps, examples, ...)
+}
 # YAML's folded scalars join lines with a space; between two CJK characters (or after CJK
 # punctuation) that space is an artefact of the line break, not part of the text.
 _CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
@@ -141,6 +151,35 @@ class _Lines:
         return best
 
 
+# --- parsing ---------------------------------------------------------------------------------
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses nesting deeper than ``LIMITS["depth"]`` (PyYAML composes recursively:
+    50 000 opening brackets would otherwise end in a RecursionError)."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > LIMITS["depth"]:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {LIMITS['depth']} levels", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def parse_yaml(text: str) -> tuple[yaml.Node | None, Any]:
+    """An entry's YAML as (node, data), parsed once, safely (no tags that run code), depth-bounded."""
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        return node, (loader.construct_document(node) if node is not None else None)
+    finally:
+        loader.dispose()
+
+
 # --- validation ------------------------------------------------------------------------------
 
 def _bilingual(data: Any, what: str, err, path: tuple) -> None:
@@ -188,6 +227,25 @@ def _check_rule(rule: Any, err, path: tuple) -> None:
             err(path + (key,), f"{key} must be a number")
 
 
+def _check_sizes(data: Any, err, path: tuple = ()) -> None:
+    """Every list, title and text within :data:`LIMITS`, each excess reported once where it is."""
+    if isinstance(data, dict):
+        for key, val in data.items():
+            _check_sizes(val, err, path + (key,))
+    elif isinstance(data, list):
+        if len(data) > LIMITS["items"]:
+            err(path, f"{'.'.join(map(str, path)) or 'a list'} has {len(data)} items; an entry allows at most "
+                      f"{LIMITS['items']} (split it into several entries)")
+            return
+        for i, val in enumerate(data):
+            _check_sizes(val, err, path + (i,))
+    elif isinstance(data, str):
+        cap = LIMITS["title"] if path[:1] == ("title",) else LIMITS["text"]
+        if len(data) > cap:
+            where = ".".join(map(str, path))
+            err(path, f"{where} is {len(data)} characters long; at most {cap} are allowed")
+
+
 def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[EntryError]]:
     errors: list[EntryError] = []
 
@@ -196,6 +254,9 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
 
     if not isinstance(data, dict):
         err((), "an entry is a YAML mapping (id: ..., category: ..., ...)")
+        return None, errors
+    _check_sizes(data, err)
+    if errors:  # nothing more is looked at in an oversized entry (no 200 000 regexes compiled)
         return None, errors
     for key in REQUIRED:
         if key not in data:
@@ -359,17 +420,20 @@ def load_file(path: Path, *, examples: bool = True, finder: Finder | None = None
 
 def _load(path: Path, *, examples: bool, finder: Finder | None = None) -> tuple[Entry | None, list[EntryError]]:
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(LIMITS["file_bytes"] + 1)
     except OSError as exc:
         return None, [EntryError(path, None, f"cannot read: {exc.strerror}")]
+    if len(raw) > LIMITS["file_bytes"]:
+        return None, [EntryError(path, None, f"the file is over {LIMITS['file_bytes'] // 1024} KB; an entry "
+                                             "is a few KB (split it into several entries)")]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         return None, [EntryError(path, line, "not valid UTF-8; save the file as UTF-8")]
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from knowledge.loader import Entry, EntryError, Finder, _Lines, check_examples, load_dir, validate
+from knowledge.loader import Entry, EntryError, Finder, _Lines, check_examples, load_dir, parse_yaml, validate
 from knowledge.loader import _load as load_entry_file
 
 KEY_ORDER = ("id", "category", "title", "symptom", "check_next", "signatures", "phrases", "findings", "cause",
@@ -32,7 +32,7 @@ def validate_data(data: Any, *, name: str, text: str | None = None,
     the caller: knowledge does not import it) lets an example be matched by a finding rule.
     """
     path = Path(name)
-    node = yaml.compose(text, Loader=yaml.SafeLoader) if text else None
+    node = parse_yaml(text)[0] if text else None
     lines = _Lines(node)
     entry, errors = validate(data, path, lines)
     if entry is not None:
