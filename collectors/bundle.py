@@ -32,6 +32,7 @@ _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 MAX_MEMBER = 4 * 1024 ** 3
 MAX_TOTAL = 8 * 1024 ** 3  # a bundle that unpacks to more is refused (a small archive can expand hugely)
 MAX_NODE_FILE = 64 * 1024 ** 2  # a collector's output (gpu-triage writes at most 32 MB of it)
+MAX_MANIFEST = 64 * 1024 ** 2  # manifest.json (about 40 000 nodes of 16 collectors each)
 
 
 class BundleError(Exception):
@@ -199,28 +200,24 @@ def read_bundle(path: str | Path) -> Bundle:
 def _open(path: Path, root: Path, tmp: str | None) -> "Bundle":
     manifest_path = root / "manifest.json"
     try:
+        if manifest_path.stat().st_size > MAX_MANIFEST:
+            raise BundleError(f"{path}: manifest.json is over {MAX_MANIFEST >> 20} MB; refusing it")
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BundleError(f"{path} has no manifest.json; it is not a gpu-triage bundle") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise BundleError(f"{path}: manifest.json must be an object with format, nodes and collectors")
-    if manifest.get("format") != FORMAT:
-        raise BundleError(f"{path}: bundle format {manifest.get('format')!r} is not supported (this version reads {FORMAT})")
+    except RecursionError:
+        raise BundleError(f"{path}: manifest.json is nested too deeply to be a bundle's manifest") from None
+    _check_manifest(path, manifest)
     statuses = manifest.get("node_status") or {}
-    if not isinstance(statuses, dict):
-        statuses = {}
     nodes: dict[str, NodeOutput] = {}
     for node in manifest.get("nodes") or []:
         if not isinstance(node, str) or not _SAFE_NAME.fullmatch(node):
             raise BundleError(f"{path}: manifest names a node {str(node)[:80]!r} that is not a plain name")
         st = statuses.get(node) or {}
-        st = st if isinstance(st, dict) else {}
         nodes[node] = NodeOutput(node, str(st.get("status", "ok")), str(st.get("detail", "")))
     collectors = manifest.get("collectors") or {}
-    if not isinstance(collectors, dict):
-        raise BundleError(f"{path}: manifest.json's collectors must be an object")
     base = root.resolve()
     for key, meta in collectors.items():
         node, _, fname = str(key).partition("/")
@@ -233,13 +230,40 @@ def _open(path: Path, root: Path, tmp: str | None) -> "Bundle":
         if fpath.is_symlink() or not fpath.is_file() or base not in fpath.resolve().parents:
             continue
         nodes[node].outputs[fname[:-4] if fname.endswith(".txt") else fname] = _read_capped(fpath)
-        nodes[node].meta[fname[:-4]] = meta if isinstance(meta, dict) else {}
+        nodes[node].meta[fname[:-4]] = meta
     logs = sorted(p for p in (root / "log").glob("*") if p.is_file() and not p.is_symlink()) \
         if (root / "log").is_dir() else []
     return Bundle(root, manifest, nodes, logs, tmp)
 
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def _check_manifest(path: Path, manifest: Any) -> None:
+    """The manifest's keys have DESIGN.md's JSON types; anything else is refused by name."""
+    def refuse(what: str) -> BundleError:
+        return BundleError(f"{path}: manifest.json's {what}; this is not a bundle gpu-triage wrote")
+
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{path}: manifest.json must be an object with format, nodes and collectors")
+    if manifest.get("format") != FORMAT:
+        raise BundleError(f"{path}: bundle format {manifest.get('format')!r} is not supported (this version reads {FORMAT})")
+    if not isinstance(manifest.get("job"), (str, type(None))):
+        raise refuse("job must be a string or null")
+    if not isinstance(manifest.get("nodes") or [], list):
+        raise refuse("nodes must be a list of node names")
+    statuses = manifest.get("node_status") or {}
+    if not isinstance(statuses, dict):
+        raise refuse("node_status must be an object (node -> {status, detail})")
+    for node, st in statuses.items():
+        if not isinstance(st, dict):
+            raise refuse(f"node_status of {str(node)[:80]!r} must be an object {{status, detail}}")
+    collectors = manifest.get("collectors") or {}
+    if not isinstance(collectors, dict):
+        raise refuse("collectors must be an object ('<node>/<file>' -> {command, exit, seconds})")
+    for key, meta in collectors.items():
+        if not isinstance(meta, dict):
+            raise refuse(f"entry {str(key)[:80]!r} must be an object {{command, exit, seconds}}")
 
 
 def _read_capped(path: Path) -> str:

@@ -96,6 +96,37 @@ def test_a_manifest_entry_outside_the_bundle_is_refused(tmp_path, key):
         read_bundle(folder)
 
 
+@pytest.mark.parametrize("change, reason", [
+    ({"nodes": 5}, "nodes must be a list"),
+    ({"nodes": "gpu01"}, "nodes must be a list"),  # not five nodes g, p, u, 0, 1
+    ({"job": ["123"]}, "job must be a string or null"),
+    ({"node_status": ["gpu01"]}, "node_status must be an object"),
+    ({"node_status": {"gpu01": "ok"}}, "node_status of 'gpu01' must be an object"),
+    ({"collectors": ["x"]}, "collectors must be an object"),
+    ({"collectors": {"gpu01/kernel-log.txt": "oops"}}, "entry 'gpu01/kernel-log.txt' must be an object"),
+])
+def test_a_manifest_with_wrong_json_types_is_refused_by_name(tmp_path, change, reason):
+    folder = write_bundle(tmp_path / "b", sample_nodes())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.update(change)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=reason):
+        read_bundle(folder)
+
+
+def test_a_deep_or_huge_manifest_is_refused_without_a_traceback(tmp_path, monkeypatch):
+    from collectors import bundle as bmod
+
+    folder = write_bundle(tmp_path / "b", sample_nodes())
+    (folder / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BundleError, match="nested too deeply"):
+        read_bundle(folder)
+    monkeypatch.setattr(bmod, "MAX_MANIFEST", 100)
+    (folder / "manifest.json").write_text(json.dumps({"format": 1, "nodes": [f"gpu{i:03d}" for i in range(50)]}))
+    with pytest.raises(BundleError, match="manifest.json is over 0 MB"):
+        read_bundle(folder)
+
+
 def test_a_refused_archive_leaves_nothing_unpacked(tmp_path, monkeypatch):
     import tempfile
 
