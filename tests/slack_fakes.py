@@ -5,7 +5,8 @@ Nothing here is mocked inside the bot: the bot's own ``slack_sdk.WebClient`` and
 
 * :class:`FakeSlackAPI`    the Web API (``WebClient(token=..., base_url=api.url)``), file
                            downloads (``url_private_download``) and the v2 upload URL.
-* :class:`FakeSocketMode`  a Socket Mode server: ``hello``, envelopes, acks.
+* :class:`FakeSocketMode`  a Socket Mode server: ``hello``, envelopes, acks, disconnects and
+                           connections cut by FIN, RST or silence.
 * :func:`signed_headers`   Slack request signing for the Bolt app in HTTP mode.
 * payload builders         ``slash_payload``/``slash_body``, ``event_callback``/``event_body``,
                            ``interactive_body`` and the event and interaction dicts.
@@ -806,7 +807,8 @@ class FakeSocketMode:
     (``attach(api)`` makes apps.connections.open answer with one). A connection with an
     unknown ticket is refused (HTTP 403). Each connection gets ``hello``; envelopes go to the
     newest open connection; the client's ``{"envelope_id": ..., "payload": ...}`` acks are
-    recorded with the time since the envelope was sent.
+    recorded with the time since the envelope was sent. ``send_disconnect(reason)`` asks for a
+    new connection as Slack does; ``drop("fin" | "reset" | "stall")`` ends one as a network does.
     """
 
     def __init__(self, app_id: str = API_APP_ID, ping_interval: float = 0.5) -> None:

@@ -219,13 +219,20 @@ def _serve(slack_api, tmp_path, app_token: str, port: int) -> subprocess.Popen:
 def test_serve_connects_quietly_and_reports_health(slack_api, socket_mode, tmp_path):
     port = _free_port()
     proc = _serve(slack_api, tmp_path, APP_TOKEN, port)
+    connected = healthy = False
     try:
-        socket_mode.wait_connected(1, timeout=60)
-        assert _until(lambda: _get(f"http://127.0.0.1:{port}/healthz")[0] == 200, timeout=10)
-        assert _ack_now(socket_mode) < ACK_DEADLINE
+        try:
+            socket_mode.wait_connected(1, timeout=60)
+            connected = True
+            healthy = _until(lambda: _get(f"http://127.0.0.1:{port}/healthz")[0] == 200, timeout=10)
+            ack = _ack_now(socket_mode)
+        except TimeoutError:
+            ack = None
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
+    assert connected and healthy, err
+    assert ack is not None and ack < ACK_DEADLINE, err
     assert "will be unused" not in err, err
     assert re.search(r"Socket Mode connected", err), err
     assert "Traceback" not in err
