@@ -514,7 +514,12 @@ def cmd_kb(args) -> int:
         if args.kb_command == "show":
             entry = store.get(args.id)
             if entry is None:
-                hits = store.search(args.id.replace("-", " "), limit=5)
+                from knowledge.store import SearchError
+
+                try:
+                    hits = store.search(args.id.replace("-", " "), limit=5)
+                except SearchError:  # an id no entry could have: no suggestions
+                    hits = []
                 hint = f"; did you mean: {', '.join(e.id for e, _ in hits)}" if hits else ""
                 raise Failure(f"no entry {args.id!r} (gpu-triage kb list shows them all){hint}")
             return _show(entry, args)

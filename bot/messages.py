@@ -283,6 +283,10 @@ TEXT.update({
     "runbook_hits": {"en": "Runbook entries for “{words}”", "zh": "与“{words}”相关的条目"},
     "runbook_no_entry": {"en": "No entry `{id}`; try `/runbook search <words>`.",
                          "zh": "没有条目 `{id}`；试试 `/runbook search <关键词>`。"},
+    "runbook_search_too_long": {
+        "en": "A search takes at most {words} words of at most {chars} characters each; search for the "
+              "distinctive ones, such as the error's name or code.",
+        "zh": "搜索最多 {words} 个关键词，每个最多 {chars} 个字符；请只搜索有区分度的词，例如错误名称或错误码。"},
     "origin.team": {"en": "team entry", "zh": "团队条目"},
     "origin.curated": {"en": "curated entry", "zh": "精选条目"},
     "runbook_looks_like": {"en": "What it looks like", "zh": "日志特征"},

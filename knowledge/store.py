@@ -27,6 +27,16 @@ class StoreError(Exception):
     """The knowledge store cannot be used; the message says what to change."""
 
 
+class SearchError(StoreError):
+    """A search the store will not run: more than MAX_SEARCH_WORDS words, or a word over MAX_SEARCH_WORD."""
+
+
+# A search is a few distinctive words: each becomes an FTS5 group (and a LIKE scan when FTS finds
+# nothing), so a pasted log of 1 000 words or one 50 000-character word is refused, not run.
+MAX_SEARCH_WORDS = 32
+MAX_SEARCH_WORD = 200
+
+
 def data_dir(override: str | os.PathLike | None = None) -> Path:
     if override:
         return Path(override)
@@ -195,6 +205,13 @@ class Store:
         codes = [int(c) for c in _XID_QUERY.findall(words)]
         rest = _XID_QUERY.sub(" ", words) if codes else words
         terms = [t for t in rest.split() if t]
+        if len(terms) > MAX_SEARCH_WORDS:
+            raise SearchError(f"a search takes at most {MAX_SEARCH_WORDS} words ({len(terms)} given); "
+                              "search for the distinctive ones, such as the error's name or code")
+        longest = max(terms, key=len, default="")
+        if len(longest) > MAX_SEARCH_WORD:
+            raise SearchError(f"a search word is at most {MAX_SEARCH_WORD} characters (one has {len(longest)}); "
+                              "search for a shorter part of it")
         first: list[tuple[Entry, float]] = []
         if codes:
             for (body,) in self.db.execute("SELECT body FROM entries ORDER BY id"):
@@ -223,9 +240,10 @@ class Store:
         if not rows:  # trigram needs 3+ characters; fall back to a LIKE scan
             where, args = [], []
             for g in groups:
-                where.append("(" + " OR ".join("(title_en || title_zh || cause_en || cause_zh || text) LIKE ?"
-                                               for _ in g) + ")")
-                args += [f"%{w}%" for w in g]
+                where.append("(" + " OR ".join("(title_en || title_zh || cause_en || cause_zh || text) LIKE ? "
+                                               "ESCAPE '\\'" for _ in g) + ")")
+                # % and _ are the user's characters, not LIKE wildcards
+                args += ["%" + re.sub(r"([\\%_])", r"\\\1", w) + "%" for w in g]
             rows = self.db.execute(f"SELECT body, 0 FROM entries WHERE {' AND '.join(where)} LIMIT ?",
                                    args + [limit]).fetchall()
         hits = [(Entry.from_json(json.loads(body)), float(rank)) for body, rank in rows]

@@ -298,3 +298,5 @@ def test_runbook_slash_command_searches_and_shows_an_entry(bot, slack_api):
     blocks_valid(entry["blocks"])
     assert entry["blocks"][0]["type"] == "header" and "XID 79" in json.dumps(entry["blocks"])
     assert "/runbook search" in ask("", 23)["text"]
+    too_long = ask("search " + " ".join(f"w{i}" for i in range(1000)), 24)
+    assert too_long["text"].startswith("A search takes at most 32 words")

@@ -51,6 +51,22 @@ def test_search_finds_across_languages_and_by_xid(tmp_path, query, first_ids, am
         assert sum(h.startswith("cuda-oom") for h in hits) >= 3, hits
 
 
+def test_a_search_is_bounded_and_its_words_are_never_syntax(tmp_path):
+    from knowledge.store import MAX_SEARCH_WORD, MAX_SEARCH_WORDS, SearchError
+
+    store = Store(tmp_path / "data")
+    # a pasted log of 1 001 words, one word of 50 000 characters: refused with the limit, not a
+    # "LIKE or GLOB pattern too complex" or "Expression tree is too large" traceback
+    with pytest.raises(SearchError, match=f"at most {MAX_SEARCH_WORDS} words \\(1001 given\\)"):
+        store.search(" ".join(f"w{i}" for i in range(1001)))
+    with pytest.raises(SearchError, match=f"at most {MAX_SEARCH_WORD} characters \\(one has 50000\\)"):
+        store.search("a" * 50_000)
+    assert store.search(" ".join(["watchdog"] * MAX_SEARCH_WORDS))  # at the limit: searched
+    # % and _ are characters to find, not LIKE wildcards ("q%z" would match any q before a z)
+    assert store.search("q%z") == [] and store.search("k_q") == []
+    assert store.search("NCCL_IB_TIMEOUT")
+
+
 def test_rebuilt_when_an_entry_changes(tmp_path, entries):
     store = Store(tmp_path / "data", entries=entries)
     before = {e.id for e in store.entries()}

@@ -140,8 +140,7 @@ def run_command(ctx: BotContext, client: WebClient, body: dict, respond) -> None
 
 def on_runbook_command(ctx: BotContext, client: WebClient, body: dict, respond) -> None:
     """``/runbook search <words>`` and ``/runbook <id>``: ephemeral, from the knowledge store."""
-    from bot.render.blocks import runbook_entry_blocks, runbook_search_blocks
-    from knowledge.store import Store
+    from knowledge.store import MAX_SEARCH_WORD, MAX_SEARCH_WORDS, SearchError, Store
 
     lang = ctx.lang_for(client, body.get("user_id"))
     words = (body.get("text") or "").split()
@@ -150,21 +149,26 @@ def on_runbook_command(ctx: BotContext, client: WebClient, body: dict, respond) 
         return
     store = Store(ctx.cfg.data_dir)  # a connection of this worker thread
     try:
-        if words[0].lower() == "search" and len(words) > 1:
-            query = " ".join(words[1:])
-            text, blocks = runbook_search_blocks(query, store.search(query, limit=10), lang)
-        else:
-            entry = store.get(words[0].lower()) if len(words) == 1 else None
-            if entry is None:
-                query = " ".join(words[1:] if words[0].lower() == "search" else words)
-                hits = store.search(query, limit=10) if query else []
-                text, blocks = runbook_search_blocks(query, hits, lang) if hits else (
-                    t("runbook_no_entry", lang, id=words[0]), None)
-            else:
-                text, blocks = runbook_entry_blocks(entry, lang)
+        text, blocks = _runbook_reply(store, words, lang)
+    except SearchError:  # a pasted log as search words: the limits, in the user's language
+        text, blocks = t("runbook_search_too_long", lang, words=MAX_SEARCH_WORDS, chars=MAX_SEARCH_WORD), None
     finally:
         store.db.close()
     respond(response_type="ephemeral", text=text, blocks=blocks)
+
+
+def _runbook_reply(store, words: list[str], lang: str):
+    from bot.render.blocks import runbook_entry_blocks, runbook_search_blocks
+
+    if words[0].lower() == "search" and len(words) > 1:
+        query = " ".join(words[1:])
+        return runbook_search_blocks(query, store.search(query, limit=10), lang)
+    entry = store.get(words[0].lower()) if len(words) == 1 else None
+    if entry is not None:
+        return runbook_entry_blocks(entry, lang)
+    query = " ".join(words[1:] if words[0].lower() == "search" else words)
+    hits = store.search(query, limit=10) if query else []
+    return runbook_search_blocks(query, hits, lang) if hits else (t("runbook_no_entry", lang, id=words[0]), None)
 
 
 # --- collection ----------------------------------------------------------------------------------
