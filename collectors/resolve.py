@@ -356,9 +356,13 @@ def load_inventory(path: str | Path) -> dict[str, InventoryTarget]:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ResolveError(f"cannot read the inventory {p}: {exc.strerror}; check --inventory") from exc
+    except UnicodeDecodeError:
+        raise ResolveError(f"{p}: the inventory is not UTF-8 text; check --inventory") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ResolveError(f"{p}:{mark.line + 1 if mark else 1}: the inventory is not valid YAML") from exc
+    except RecursionError:
+        raise ResolveError(f"{p}: the inventory is nested too deeply to be an inventory") from None
     if not isinstance(data, dict):
         raise ResolveError(f"{p}: an inventory maps names to {{nodes: ..., ssh: {{...}}}}")
     out: dict[str, InventoryTarget] = {}
@@ -367,14 +371,41 @@ def load_inventory(path: str | Path) -> dict[str, InventoryTarget]:
             spec = {"nodes": spec}
         if not isinstance(spec, dict) or "nodes" not in spec:
             raise ResolveError(f"{p}: entry {name!r} needs 'nodes' (a hostlist such as gpu[01-08] or a list)")
-        nodes_spec = spec["nodes"]
-        nodes = (expand_hostlist(nodes_spec) if isinstance(nodes_spec, str)
-                 else [check_node(str(n)) for n in nodes_spec])
-        ssh = spec.get("ssh") or {}
-        if not isinstance(ssh, dict):
-            raise ResolveError(f"{p}: entry {name!r}: 'ssh' must be a mapping (user, port, identity_file, ...)")
-        out[str(name)] = InventoryTarget(nodes=nodes, ssh=ssh, log=spec.get("log"))
+        out[str(name)] = _inventory_target(p, name, spec)
     return out
+
+
+# the type each inventory setting must have, and how to write it
+_INVENTORY_SSH = {"user": (str, "a user name"), "port": (int, "a port number such as 2222"),
+                  "identity_file": (str, "a path to a private key")}
+
+
+def _inventory_target(p: Path, name: Any, spec: dict) -> InventoryTarget:
+    """One inventory entry with its values' types checked: a wrong one is named, never a traceback."""
+    def refuse(what: str) -> ResolveError:
+        return ResolveError(f"{p}: entry {name!r}: {what}")
+
+    nodes_spec = spec["nodes"]
+    if isinstance(nodes_spec, str):
+        nodes = expand_hostlist(nodes_spec)
+    elif isinstance(nodes_spec, list) and nodes_spec and all(
+            isinstance(n, (str, int)) and not isinstance(n, bool) for n in nodes_spec):
+        nodes = [check_node(str(n)) for n in nodes_spec]
+    else:
+        raise refuse("'nodes' must be a hostlist such as gpu[01-08] or a list of node names")
+    ssh = spec.get("ssh") or {}
+    if not isinstance(ssh, dict):
+        raise refuse("'ssh' must be a mapping (user, port, identity_file)")
+    for key, (kind, example) in _INVENTORY_SSH.items():
+        value = ssh.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise refuse(f"ssh.{key} must be {example}, not {str(value)[:40]!r}")
+    if isinstance(ssh.get("port"), int) and not 0 < ssh["port"] < 65536:
+        raise refuse(f"ssh.port {ssh['port']} is not a port number (1-65535)")
+    log = spec.get("log")
+    if log is not None and not isinstance(log, str):
+        raise refuse("'log' must be the path of the job's log file")
+    return InventoryTarget(nodes=nodes, ssh=ssh, log=log)
 
 
 def shell_quote(argv: Sequence[str]) -> str:

@@ -172,3 +172,21 @@ def test_inventory(tmp_path):
     inv.write_text("x: [unclosed\n")
     with pytest.raises(ResolveError, match=r"inventory.yaml:\d+: the inventory is not valid YAML"):
         load_inventory(inv)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("llm: {nodes: 5}\n", "'nodes' must be a hostlist such as gpu\\[01-08\\] or a list of node names"),
+    ("llm: {nodes: null}\n", "'nodes' must be a hostlist"),
+    ("llm: {nodes: [{a: 1}]}\n", "'nodes' must be a hostlist"),
+    ("llm: {nodes: gpu01, ssh: {port: '22; touch /tmp/x'}}\n", "ssh.port must be a port number such as 2222"),
+    ("llm: {nodes: gpu01, ssh: {port: 70000}}\n", "ssh.port 70000 is not a port number"),
+    ("llm: {nodes: gpu01, ssh: {user: [root]}}\n", "ssh.user must be a user name"),
+    ("llm: {nodes: gpu01, ssh: [user]}\n", "'ssh' must be a mapping"),
+    ("llm: {nodes: gpu01, log: [a, b]}\n", "'log' must be the path of the job's log file"),
+    ("llm: " + "[" * 50_000 + "]" * 50_000 + "\n", "nested too deeply"),
+])
+def test_inventory_values_of_the_wrong_type_are_named(tmp_path, text, reason):
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(text)
+    with pytest.raises(ResolveError, match=reason):
+        load_inventory(inv)
