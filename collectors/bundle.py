@@ -45,6 +45,17 @@ def _safe(name: str, what: str) -> str:
     return name
 
 
+def _private(path: str, flags: int) -> int:
+    """An ``open()`` opener: a bundle's files are the owner's alone (0600 whatever the umask); they
+    hold job logs and node outputs."""
+    return os.open(path, flags, 0o600)
+
+
+def _write_private(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", opener=_private) as out:
+        out.write(text)
+
+
 def _open_log(path: Path):
     """A log to copy into a bundle, decompressed when it is gzip (so its text can be redacted)."""
     import gzip
@@ -63,7 +74,7 @@ def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str 
         raise BundleError(f"{dest} exists and is not empty; choose a new -o path (nothing was overwritten)")
     work = Path(tempfile.mkdtemp(prefix="gpu-triage-bundle-")) if as_tar else dest
     try:
-        work.mkdir(parents=True, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True, mode=0o700)  # mkdtemp's is 0700 too
         manifest: dict[str, Any] = {
             "format": FORMAT, "job": job, "nodes": list(nodes),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -76,32 +87,33 @@ def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str 
             if not result.results:
                 continue
             ndir = work / node
-            ndir.mkdir(exist_ok=True)
+            ndir.mkdir(exist_ok=True, mode=0o700)
             for res in result.results:
                 name = _safe(res.name, "collector name")
                 # secrets (a token in a `ps` command line, a password in a log) never reach the bundle
-                (ndir / f"{name}.txt").write_text(redact(res.stdout), encoding="utf-8")
+                _write_private(ndir / f"{name}.txt", redact(res.stdout))
                 if res.stderr:
-                    (ndir / f"{name}.err").write_text(redact(res.stderr), encoding="utf-8")
+                    _write_private(ndir / f"{name}.err", redact(res.stderr))
                 manifest["collectors"][f"{node}/{name}.txt"] = {
                     "command": res.command, "exit": res.exit, "seconds": res.seconds, "timed_out": res.timed_out}
         if logs:
             ldir = work / "log"
-            ldir.mkdir(exist_ok=True)
+            ldir.mkdir(exist_ok=True, mode=0o700)
             for name, content in logs.items():
                 target = ldir / f"{_safe(Path(name).name.replace(' ', '_'), 'log name')}"
                 if not target.name.endswith(".txt"):
                     target = target.with_name(target.name + ".txt")
                 if isinstance(content, Path):
-                    with _open_log(content) as src, open(target, "wb") as out:
+                    with _open_log(content) as src, open(target, "wb", opener=_private) as out:
                         redact_stream(src, out)
                 else:
-                    target.write_text(redact(content), encoding="utf-8")
-        (work / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+                    _write_private(target, redact(content))
+        _write_private(work / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
         if as_tar:
-            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = dest.with_name(dest.name + ".partial")
-            with tarfile.open(tmp, "w:gz") as tar:
+            tmp.unlink(missing_ok=True)  # a leftover keeps its mode; a new file gets 0600
+            with open(tmp, "wb", opener=_private) as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
                 for path in sorted(work.rglob("*")):
                     tar.add(path, arcname=str(path.relative_to(work)), recursive=False)
             tmp.replace(dest)

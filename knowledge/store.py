@@ -57,9 +57,16 @@ def _unusable(path: Path, exc: BaseException) -> StoreError:
 
 def open_db(directory: Path) -> sqlite_utils.Database:
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        # the team's incidents, feedback and pasted lines are the owner's alone, whatever the umask:
+        # a new data directory is 0700 and a new database 0600 (SQLite gives its -wal and -shm
+        # files the database's mode); an existing directory or database keeps its mode
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not os.access(directory, os.W_OK | os.X_OK):
             raise PermissionError(13, "Permission denied")
+        try:
+            os.close(os.open(directory / DB_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
         conn = sqlite3.connect(directory / DB_NAME, timeout=30, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA busy_timeout=30000")

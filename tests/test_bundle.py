@@ -127,6 +127,30 @@ def test_a_deep_or_huge_manifest_is_refused_without_a_traceback(tmp_path, monkey
         read_bundle(folder)
 
 
+def test_a_bundle_is_written_for_its_owner_alone_whatever_the_umask(tmp_path):
+    import os
+    import stat
+
+    def mode(p):
+        return stat.S_IMODE(p.stat().st_mode)
+
+    job_log = tmp_path / "train.log"
+    job_log.write_text("RuntimeError: CUDA out of memory.\n")
+    old = os.umask(0o022)
+    try:
+        folder = write_bundle(tmp_path / "bundles" / "b", sample_nodes(), logs={"train.log": job_log})
+        archive = write_bundle(tmp_path / "archives" / "b.tar.gz", sample_nodes(), logs={"train.log": "pasted"})
+    finally:
+        os.umask(old)
+    inside = [folder, *folder.rglob("*")]
+    assert {p.relative_to(tmp_path).as_posix(): mode(p) for p in inside if p.is_dir()} == {
+        "bundles/b": 0o700, "bundles/b/gpu01": 0o700, "bundles/b/gpu07": 0o700, "bundles/b/log": 0o700}
+    assert all(mode(p) == 0o600 for p in inside if p.is_file()), {p.name: oct(mode(p)) for p in inside}
+    assert mode(archive) == 0o600 and mode(archive.parent) == 0o700
+    with tarfile.open(archive) as tar:
+        assert {m.mode for m in tar.getmembers() if m.isfile()} == {0o600}
+
+
 def test_a_refused_archive_leaves_nothing_unpacked(tmp_path, monkeypatch):
     import tempfile
 

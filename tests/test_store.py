@@ -67,6 +67,22 @@ def test_a_search_is_bounded_and_its_words_are_never_syntax(tmp_path):
     assert store.search("NCCL_IB_TIMEOUT")
 
 
+def test_a_new_data_directory_and_database_are_the_owners_alone_whatever_the_umask(tmp_path):
+    import stat
+
+    old = os.umask(0o022)  # a login shell's umask: 0755 folders, 0644 files
+    try:
+        data = tmp_path / "data"
+        store = Store(data)
+        store.search("watchdog")  # builds the base: the -wal and -shm files exist now
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [data, *data.iterdir()]}
+    finally:
+        os.umask(old)
+    assert modes["data"] == 0o700
+    assert modes["gpu-triage.db"] == 0o600 and modes.get("gpu-triage.db-wal", 0o600) == 0o600, modes
+    assert all(mode == 0o600 for name, mode in modes.items() if name != "data"), modes
+
+
 def test_rebuilt_when_an_entry_changes(tmp_path, entries):
     store = Store(tmp_path / "data", entries=entries)
     before = {e.id for e in store.entries()}
