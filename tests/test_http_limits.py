@@ -67,6 +67,22 @@ def test_a_body_is_never_read_past_the_limit(server, header, want):
     assert healthz(port).split(b" ")[1] == b"200"
 
 
+@pytest.mark.parametrize("ctype, body", [
+    ("application/json", b"{not json"),
+    ("application/x-www-form-urlencoded", b"payload=%7Bnot%20json"),
+    ("application/json", b"[1,2]"),
+    ("application/json", b'"x"'),
+    ("application/json", b"{" + b'"a":{' * 5000 + b"}" * 5001),
+])
+def test_a_malformed_body_gets_400_not_a_dropped_connection(server, ctype, body):
+    port = server.server_address[1]
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: " + ctype.encode()
+                  + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        assert status_of(s).split(b" ")[1] == b"400"
+    assert healthz(port).split(b" ")[1] == b"200"
+
+
 def test_idle_connections_are_dropped_and_healthz_keeps_answering(server):
     port = server.server_address[1]
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]

@@ -139,7 +139,16 @@ def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
                 # acknowledged, not run twice
                 self._send(200, b"", {"Content-Type": "text/plain"})
                 return
-            response = app.dispatch(BoltRequest(body=body, query=parsed.query, headers=headers))
+            try:  # Bolt parses JSON and form payloads as it builds the request
+                request = BoltRequest(body=body, query=parsed.query, headers=headers)
+                malformed = not isinstance(request.body, dict)
+            except (ValueError, TypeError, AttributeError, RecursionError):
+                malformed = True
+            if malformed:  # "{not json", "payload=%7Bnot", a JSON list, 5 000 levels deep: no traceback
+                self._send(400, b"malformed body: Slack sends a JSON object or a form\n",
+                           {"Content-Type": "text/plain"})
+                return
+            response = app.dispatch(request)
             if signature and response.status != 401:
                 replays.add(signature)  # only requests Bolt verified are remembered
             self._send(response.status, (response.body or "").encode("utf-8"), response.headers)
