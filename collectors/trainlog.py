@@ -18,6 +18,7 @@ import calendar
 import functools
 import gzip
 import io
+import itertools
 import os
 import re
 import stat
@@ -100,48 +101,299 @@ _VOCAB = [
     r"nvlink", r"aer:", r"pcie bus error", r"xfs \(", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
     r"by peer", r"interrupt", r"terminate", r"stalled", r"semlock", r"\.write\(", r"\.save\(",
     # a row of nvidia-smi's process table (GPU [GI CI] PID Type name memory), read by _gpu_processes
-    r"[0-9]+ +(n/a +n/a +|[0-9]+ +[0-9]+ +)?[0-9]+ +(c|g|c\+g|m|m\+c) +[^ ].* [0-9]+mib +\|",
+    r"[0-9]+ +(n/a +n/a +|[0-9]+ +[0-9]+ +)?[0-9]+ +(c|g|c\+g|m|m\+c) +[^ \n].* [0-9]+mib +\|",
 ]
+# --------------------------------------------------------------------------------------------
+# The byte-level prefilter: failure messages, not words
+# --------------------------------------------------------------------------------------------
+# Every rule below (``_r_*``, the traceback and summary rules, the first-error tiers) looks at a line
+# only when the line holds one of these.  Each fragment is a rule's own necessary condition, so a
+# line the prefilter rejects is one no rule would have said anything about: NCCL_DEBUG=INFO set-up
+# chatter ("NCCL_IB_TIMEOUT set by environment", "Allocated ... in /dev/shm" aside), step and loss
+# lines and Python warnings are rejected before a byte of them is decoded.  Fragments are lower
+# case, in the common subset of RE2, Hyperscan and POSIX ERE (``grep -E -i`` runs them in the
+# benchmark), and never cross a line.
+_TRIGGERS = [
+    # GPU and host memory (_r_oom, _r_host_mem, r_oom_killer)
+    r"out of memory", r"cannot allocate memory", r"not enough memory", r"bad_alloc", r"memoryerror",
+    # NCCL and c10d (_r_watchdog, _r_nccl_error, _r_nccl_warn)
+    r"watchdog caught", r"timeout at nccl work", r"nccl error", r"ncclsystemerror", r"ncclinternalerror",
+    r"ncclremoteerror", r"ncclinvalidusage", r"ncclunhandledcudaerror", r"nccl warn", r"got completion",
+    r"transport retry count", r"retry_exc_err",
+    # the GPU (_r_xid, r_gpu_lost, _r_ecc, _r_cuda_error, r_nvlink, r_pcie, thermal)
+    r"xid \(", r"fallen off the bus", r"gpu lost", r"gpu is lost", r"unable to determine the device handle",
+    r"rminitadapter failed", r"rm_init_adapter failed", r"row remap", r"page retire", r"retired page",
+    r"pages pending retirement", r"\becc\b", r"cuda error", r"cudaerror", r"cuda driver error", r"cuda runtime error",
+    r"cublas_status_", r"cudnn_status_", r"device-side assert triggered", r"illegal memory access was encountered",
+    r"nvlink[^\n]*(error|fatal|fail|inactive|down)", r"(error|fatal|fail|inactive|down)[^\n]*nvlink",
+    r"\baer: ", r"pcie bus error", r"(thermal|throttl|slowdown)[^\n]*(gpu|hw|temperature|nvrm|clocks)",
+    r"(gpu|hw|temperature|nvrm|clocks)[^\n]*(thermal|throttl|slowdown)",
+    # shared memory (_r_shm; a line that only names shared memory is a _STATE line)
+    r"bus error", r"(shared memory|/dev/shm|</torch_|shm_open|shm\.h:|shmutils|posix_fallocate|semlock|"
+    r"multiprocessing/synchronize\.py|multiprocessing/heap\.py|joblib will operate in serial mode|"
+    r"_multiprocessing_helpers\.py)[^\n]*(error|unable|no space|failed|cannot)",
+    r"(error|unable|no space|failed|cannot)[^\n]*(shared memory|/dev/shm|</torch_|shm_open|shm\.h:|shmutils|"
+    r"posix_fallocate|semlock|multiprocessing/synchronize\.py|multiprocessing/heap\.py|"
+    r"joblib will operate in serial mode|_multiprocessing_helpers\.py)",
+    # storage (_r_disk, r_io_error, r_nfs, and the frames that make a later ENOTCONN a file's: _FILE_FRAME)
+    r"resourceexhaustederror", r"resource exhausted", r"resource_exhausted", r"transport endpoint is not connected",
+    r"no space left on device", r"disk quota exceeded", r"errno 28", r"input/output error", r"errno 5\]",
+    r"stale file handle", r"read-only file system", r"i/o error", r"remounting filesystem read-only",
+    r"critical medium error", r"ext[234]-fs", r"xfs \(", r"not responding",
+    # the scheduler (_r_slurm) and the launcher (_r_rdzv, _r_exit, _r_elastic, torchrun's summary)
+    r"cancelled", r"oom-kill event", r"oom_kill event", r"requeue",
+    r"rendezvoustimeouterror", r"rendezvousconnectionerror", r"rendezvousclosederror", r"diststoreerror",
+    r"distnetworkerror", r"client socket has timed out", r"waiting for clients", r"waiting for workers",
+    r"rendezvous[^\n]*timed out", r"connection refused", r"failed to connect", r"connect\(\) failed",
+    r"store->get", r"failed \(exitcode: ", r"return code", r"error code", r"exit code", r"returncode",
+    r"killed by signal: ", r"srun: error: ", r"(bus error|segmentation fault|aborted|killed)( \(core dumped\))?[ \t\r]*$",
+    r"[0-9] +(bus error|segmentation fault|aborted|killed|terminated)", r"signals\.sig", r"got signal",
+    r"signal [0-9]+ \(sig[a-z]+\) received by pid", r"worker group", r"restarts exhausted", r"max_restarts",
+    r"root cause \(first observed failure\)", r"failures:",
+    # Python tracebacks (_stateful): the head, and an exception line ("FooError: ...", "KeyboardInterrupt")
+    r"traceback \(most recent call last\)",
+    r"[a-z0-9_](error|exception|interrupt|exit|failure|fault)(:|[ \t\r]*$)",
+    # the first-error tiers: any other line that says it failed (_WEAK_WORD) or is logged as critical
+    r"\b(error|fatal|failed|failure|exception|abort|aborted)\b", r"\[critical\]",
+    # ... or whose prefix logs it at level E or F (glog "[E ProcessGroupNCCL.cpp:583]", "E0813 04:12:09.123 ...",
+    # syslog's "kern :err :")
+    r"\[[ef] [a-z0-9_./-]+:[0-9]+\]", r"(^|[^a-z0-9\n])\[?[ef][0-9]{3,4} [0-9]{2}:[0-9]{2}:[0-9]{2}",
+    r"(kern|user|daemon|syslog) *: *(emerg|alert|crit|err) *:",
+    # versions (_r_version, DRIVER_LOADED)
+    r"nvrm: loading nvidia unix", r"driver version:", r"nvidia-smi [0-9]{3}\.", r"cuda version",
+    r"cuda compilation tools, release", r"nccl version",
+    r"torch(\.__version__)?[ _]*(version)?[ \t]*[:=]*[ \t]*v?[0-9]+\.[0-9]+\.[0-9]+",
+    r"deepspeed( info)?[ .]*(version)?[ \t]*[:=]*[ \t]*v?[0-9]+\.[0-9]+\.[0-9]+", r"python version",
+    r"mlnx_ofed_linux-",
+    # a row of nvidia-smi's process table (GPU [GI CI] PID Type name memory), read by _SMI_PROC: it
+    # ends with the memory and the frame ("0MiB |")
+    r"[0-9]+mib +\|[ \t\r]*$",
+]
+# Lines that only move the scan's state, read without decoding once the input is large (_state):
+# where shared memory was last named (_SHM_HINTS: an ENOSPC right under it is /dev/shm's, not the
+# disk's; "unable"/"cannot" on the same line makes it a rule's line), where a traceback last wrote a
+# file (_FILE_FRAME), and the world size and ranks NCCL names ("rank 3 nranks 64").
+_STATE = [
+    r"shared memory", r"/dev/shm", r"</torch_", r"shm_open", r"shm\.h:", r"shmutils", r"posix_fallocate",
+    r"semlock", r"multiprocessing/synchronize\.py", r"multiprocessing/heap\.py",
+    r"joblib will operate in serial mode", r"_multiprocessing_helpers\.py",
+    r"\.write\(", r"\.flush\(", r"\bopen\(", r"torch\.save", r"atomic_save", r"save_checkpoint", r"fsspec",
+    r"os\.replace", r"\.save\(",
+    r"\brank [0-9]+ nranks [0-9]+",
+]
+# Once the input is large, no STATE line is visited: the ranks are gathered from each chunk at once,
+# and a rule's line looks back STATE_BACK lines for the last shared-memory name and file frame.
+_NRANKS_B = re.compile(rb"\brank (\d+) nranks (\d+)")  # as _extract reads it: case-sensitive
+_STATE_B = re.compile(b"|".join(t.encode() for t in _STATE))  # on the lower-cased line
+_FILE_FRAME_B = re.compile(b"|".join(t.encode() for t in _STATE[12:21]))
+_SHM_HINTS_B = tuple(t.replace("\\", "").encode() for t in _STATE[:12])
+STATE_BACK = 8  # _extract: an ENOSPC/ENOTCONN at most this many lines under the frame
+# lines after which the next few are read whatever they hold (torchrun's failure summary): the
+# parallel scan hands the parent FOLLOW_LINES lines after each, so the parent follows as it would
+_FOLLOW_SETTERS = r"childfailederror|root cause \(first observed failure\)|failures:|\[[0-9]+\]:[ \t\r]*$"
+FOLLOW_LINES = 40
+# A caller's keyword that is one short word ("using", "memory", "line") is in healthy output as
+# often as in failures: such lines reach the matcher through a failure message on the same line.
+_GENERIC_KEYWORD = re.compile(r"[\w-]{1,11} ?")
 # Lines that say training is under way (for cuda-oom's at_start).
 _STEP = (r"(\b(global_)?step\b[ :=#]*[0-9]+|\biter(ation)?\b[ :=#]*[0-9]+|"
          r"\bloss\b[ :=]*[0-9]|\bepoch\b[ :=]*[0-9]+|[0-9]it/s)")
 
+# what the prefilter says of a line (bits): a rule may speak about it; a caller's keyword is on it; it
+# only moves the scan's state; it follows a follow-setter (the parallel scan)
+RULE, KEYWORD, CONTEXT = 1, 2, 8
+
+
+def _escape(k: str) -> str:
+    return re.sub(r"([.^$*+?()\[\]{}|\\/-])", r"\\\1", k)
+
+
+def prefilter_keywords(keywords: Iterable[str]) -> list[str]:
+    """The caller's keywords the prefilter looks for: lower case, without the generic ones."""
+    out = {k.strip().lower() for k in keywords if k and k.strip()}
+    return sorted(k for k in out if not _GENERIC_KEYWORD.fullmatch(k))
+
 
 def signature_fragments(keywords: Iterable[str] = ()) -> list[str]:
-    """The prefilter's fragments (ERE-compatible) plus escaped caller keywords."""
-    frags = list(_VOCAB)
-    for k in keywords:
-        k = k.strip().lower()
-        if k:
-            frags.append(re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", k))
-    return frags
+    """The prefilter's fragments (ERE-compatible): the rules' triggers plus escaped caller keywords."""
+    return list(_TRIGGERS) + list(_STATE) + [_escape(k) for k in prefilter_keywords(keywords)]
 
 
-def _compile_prefilter(keywords: Iterable[str]):
-    return _prefilter(tuple(sorted({k.strip().lower() for k in keywords if k and k.strip()})))
+def _hyperscan():
+    if os.environ.get("GPU_TRIAGE_PREFILTER", "").lower() == "re2":
+        return None
+    try:
+        import hyperscan  # optional: pip install 'gpu-triage[fast]'
+    except ImportError:
+        return None
+    return hyperscan
+
+
+class _Prefilter:
+    """Says, for a chunk of raw bytes, which lines a rule may speak about (RULE), which hold one of
+    the caller's keywords (KEYWORD: kept for the matcher, no rule runs) and, on request, which
+    follow a follow-setter (CONTEXT).
+
+    With Hyperscan (the optional ``hyperscan`` package) every fragment and keyword is one pattern of
+    one database, matched case-insensitively on the raw bytes in a single pass that reports which
+    pattern ended where.  Without it, RE2 runs one case-sensitive alternation over the lower-cased
+    chunk (keywords cut to their first LITERAL_PREFIX characters, which keeps the DFA small); each
+    line it stops on is then sorted by the rule and state alternations, and a keyword line is
+    confirmed against the whole keywords with an Aho-Corasick automaton.  Both engines say the
+    same of every line.
+    """
+
+    def __init__(self, keywords: tuple[str, ...]) -> None:
+        self.keywords = list(keywords)
+        self.rules = list(_TRIGGERS) + [re.escape(w) for w in sorted(ZH_TO_EN)]
+        self.setter_b = re2.compile(b"(?m)" + _FOLLOW_SETTERS.encode())
+        hs = _hyperscan()
+        self.engine = "hyperscan" if hs is not None else "re2"
+        if hs is not None:
+            exprs = [t.encode("utf-8") for t in self.rules] + [_escape(k).encode("utf-8") for k in self.keywords]
+            self.flag_of = [RULE] * len(self.rules) + [KEYWORD] * len(self.keywords)
+            flags = hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE
+            self.db = hs.Database(mode=hs.HS_MODE_BLOCK)
+            self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
+                            flags=[flags] * len(exprs))
+            return
+        words: list[str] = []
+        for w in sorted({k[:LITERAL_PREFIX] for k in self.keywords}):
+            if not (words and w.startswith(words[-1])):
+                words.append(w)
+        opts = re2.Options()
+        opts.case_sensitive = True
+        opts.max_mem = 64 << 20
+
+        def alt(frags: list[str]) -> bytes:
+            return b"(?m)" + "|".join(f"(?:{f})" for f in frags).encode("utf-8")
+
+        self.any_b = re2.compile(alt(self.rules + [re.escape(w) for w in words]), opts)
+        self.rule_b = re2.compile(alt(self.rules), opts)
+        self.auto = None
+        if self.keywords:
+            import ahocorasick
+
+            self.auto = ahocorasick.Automaton()
+            for k in self.keywords:
+                self.auto.add_word(k, k)
+            self.auto.make_automaton()
+
+    def select(self, buf: bytes) -> dict[int, int]:
+        """Line start -> flags (RULE, KEYWORD), for the lines of ``buf`` (whole lines) kept."""
+        if self.engine == "hyperscan":
+            return self._select_hs(buf)
+        return self._select_re2(buf)
+
+    def _select_hs(self, buf: bytes) -> dict[int, int]:
+        ends: list[tuple[int, int]] = []
+        add = ends.append
+
+        def on_match(pid: int, _frm: int, to: int, _flags: int, _ctx) -> None:
+            add((to, pid))
+
+        self.db.scan(buf, match_event_handler=on_match)
+        out: dict[int, int] = {}
+        rfind, flag_of = buf.rfind, self.flag_of
+        for to, pid in ends:
+            s = rfind(b"\n", 0, to - 1) + 1  # the line the match ends on
+            out[s] = out.get(s, 0) | flag_of[pid]
+        return out
+
+    def _select_re2(self, buf: bytes) -> dict[int, int]:
+        low = buf.lower()
+        out: dict[int, int] = {}
+        pos, n = 0, len(low)
+        search, find, rfind = self.any_b.search, low.find, low.rfind
+        while pos < n:
+            m = search(low, pos)
+            if m is None:
+                break
+            s = rfind(b"\n", 0, m.end() - 1) + 1  # the line the match ends on
+            e = find(b"\n", m.end())
+            e = n if e < 0 else e
+            flags = RULE if self.rule_b.search(low, s, e) is not None else 0
+            if self.auto is not None and next(self.auto.iter(low[s:e].decode("utf-8", "replace")), None):
+                flags |= KEYWORD
+            if flags:
+                out[s] = flags
+            pos = e + 1
+        return out
+
+    def context(self, buf: bytes, owed: int) -> tuple[list[int], int]:
+        """Starts of the lines a follow-setter may make the scanner read: ``owed`` lines at the top
+        (left over from the chunk before), and FOLLOW_LINES after every setter; returns those and
+        how many are owed to the next chunk."""
+        low = buf.lower()
+        starts: list[int] = []
+        n = len(low)
+        pos = 0
+        want = owed
+        while True:
+            nxt = n
+            m = self.setter_b.search(low, pos) if pos < n else None
+            if m is not None:
+                nxt = low.rfind(b"\n", 0, m.start()) + 1
+            while want > 0 and pos < nxt:
+                starts.append(pos)
+                want -= 1
+                e = low.find(b"\n", pos)
+                pos = n if e < 0 else e + 1
+            if m is None:
+                break
+            pos = max(pos, nxt)
+            e = low.find(b"\n", pos)
+            pos = n if e < 0 else e + 1
+            want = FOLLOW_LINES
+        return starts, want
 
 
 @functools.lru_cache(maxsize=4)
-def _prefilter(keywords: tuple[str, ...]):
-    """The byte-level prefilter: one RE2 alternation of the error vocabulary and the literal
-    keywords (the knowledge base's anchors, the message catalogs' and the Chinese-locale texts),
-    all lower-case, matched case-sensitively against the lower-cased input. Case-insensitive
-    matching of thousands of literals would outgrow RE2's DFA and fall back to its slow NFA; the
-    lower-cased alternation stays a small, fast DFA.
-    """
-    # a keyword's first characters are as good a filter as all of it, and a shorter, prefix-shared
-    # alternation keeps the DFA small; a keyword that another one starts is dropped
-    words: list[str] = []
-    for w in sorted({k[:LITERAL_PREFIX] for k in keywords} | set(ZH_TO_EN)):
-        if not (words and w.startswith(words[-1])):
-            words.append(w)
-    alt = "|".join(f"(?:{f})" for f in _VOCAB).encode("utf-8")
-    if words:
-        alt += b"|" + b"|".join(re.escape(w).encode("utf-8") for w in words)
-    opts = re2.Options()
-    opts.case_sensitive = True
-    opts.max_mem = 32 << 20
-    return re2.compile(alt, opts)
+def _prefilter(keywords: tuple[str, ...]) -> _Prefilter:
+    return _Prefilter(keywords)
+
+
+_PREFILTER_MODE = "new"
+
+
+class _Legacy:
+    engine = "legacy"
+
+    def __init__(self, keywords):
+        words: list[str] = []
+        for w in sorted({k[:LITERAL_PREFIX] for k in keywords} | set(ZH_TO_EN)):
+            if not (words and w.startswith(words[-1])):
+                words.append(w)
+        alt = "|".join(f"(?:{f})" for f in _VOCAB).encode("utf-8")
+        if words:
+            alt += b"|" + b"|".join(re.escape(w).encode("utf-8") for w in words)
+        opts = re2.Options()
+        opts.case_sensitive = True
+        opts.max_mem = 32 << 20
+        self.pre = re2.compile(alt, opts)
+        self.setter_b = re2.compile(b"(?m)" + _FOLLOW_SETTERS.encode())
+
+    def select(self, buf):
+        out = {}
+        low = buf.lower()
+        pos, n = 0, len(low)
+        while pos < n:
+            m = self.pre.search(low, pos)
+            if m is None:
+                break
+            s = low.rfind(b"\n", 0, m.start()) + 1
+            out[s] = RULE
+            e = low.find(b"\n", m.end())
+            pos = n if e < 0 else e + 1
+        return out
+
+    context = _Prefilter.context
+
+
+def _compile_prefilter(keywords: Iterable[str]):
+    if _PREFILTER_MODE == "legacy":
+        return _Legacy(sorted({k.strip().lower() for k in keywords if k and k.strip()}))
+    return _prefilter(tuple(prefilter_keywords(keywords)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -886,12 +1138,184 @@ class _Src:
     shm_line: int = -100  # last line that spoke of shared memory (a SemLock frame, a /dev/shm path)
     file_line: int = -100  # last traceback line that wrote, saved or opened a file
     tb: dict = field(default_factory=dict)  # (rank, node) -> in traceback
+    prev: bytes = b""  # the last lines of the chunk before (for _look_back)
     summary: dict = field(default_factory=dict)
     bad_lines: int = 0
 
 
+def _chunks(fh: BinaryIO, size: Callable[[], int]) -> Iterable[tuple[int, bytes]]:
+    """(bytes read, whole lines) pairs: each read's size, and the complete lines it finished
+    (b"" while a long line goes on); the last line gets its newline if it had none."""
+    carry = b""
+    while True:
+        data = fh.read(size())
+        if not data:
+            break
+        buf = carry + data if carry else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            if len(buf) > MAX_LINE_BYTES:
+                cut = len(buf) - 1  # an absurdly long line: cut it here
+            else:
+                carry = buf
+                yield len(data), b""
+                continue
+        carry = buf[cut + 1:]
+        yield len(data), buf[:cut + 1]
+    if carry:
+        yield 0, carry + b"\n"
+
+
+def _last_lines(buf: bytes, k: int) -> bytes:
+    """The last ``k`` lines of ``buf`` (whole lines, with their newlines)."""
+    pos = len(buf) - 1
+    for _ in range(k):
+        pos = buf.rfind(b"\n", 0, pos)
+        if pos < 0:
+            return buf
+    return buf[pos + 1:]
+
+
+def _look_back(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
+    """How many lines above the line at ``s`` shared memory was last named and a file last written
+    (each 0 when not within STATE_BACK lines); ``prev`` holds the lines before ``buf``."""
+    shm = frame = 0
+    text, end = buf, s
+    for d in range(1, STATE_BACK + 1):
+        if end <= 0:
+            if text is prev or not prev:
+                break
+            text, end = prev, len(prev)
+        st = text.rfind(b"\n", 0, end - 1) + 1
+        low = text[st:end].lower()
+        end = st
+        if not shm and any(h in low for h in _SHM_HINTS_B):
+            shm = d
+        if not frame and _FILE_FRAME_B.search(low):
+            frame = d
+        if shm and frame:
+            break
+    return shm, frame
+
+
+def _bad_lines(buf: bytes) -> int:
+    """Lines of ``buf`` that are not valid UTF-8."""
+    if buf.isascii():
+        return 0
+    try:
+        buf.decode("utf-8")
+        return 0
+    except UnicodeDecodeError:
+        bad = 0
+        for raw in buf.split(b"\n"):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += 1
+        return bad
+
+
+@dataclass
+class _Picked:
+    """What a worker hands back for one file: the lines the prefilter kept (line number, raw
+    bytes, the prefilter's flags) and the file's counts."""
+    lines: list[tuple[int, bytes, int, int, int]]  # line number, raw, flags, shm_back, file_back
+    n_lines: int
+    bytes_read: int
+    bad_lines: int
+    first_step: int | None
+    ranks: set[int] = field(default_factory=set)
+    world: int = 0
+    error: str | None = None
+
+
+_WORKER: dict = {}  # the prefilter and step pattern, set before the workers are forked
+
+
+def _pick_file(path: str) -> _Picked:
+    """Prefilter one file in a worker process (the byte-level part of :meth:`_Scanner.scan`)."""
+    pre, step_b = _WORKER["pre"], _WORKER["step_b"]
+    out: list[tuple[int, bytes, int, int, int]] = []
+    base = nbytes = bad = world = 0
+    ranks: set[int] = set()
+    first_step = None
+    owed = 0
+    prev = b""
+    try:
+        with open(path, "rb") as fh:
+            stream = _open_stream(path, fh)
+            for nread, buf in _chunks(stream, lambda: BIG_CHUNK):
+                nbytes += nread
+                if not buf:
+                    continue
+                bad += _bad_lines(buf)
+                if first_step is None:
+                    m = step_b.search(buf)
+                    if m:
+                        first_step = base + buf.count(b"\n", 0, m.start()) + 1
+                sel = pre.select(buf)
+                ctx, owed = pre.context(buf, owed)
+                for st in ctx:
+                    sel.setdefault(st, CONTEXT)
+                ln, counted = base, 0
+                for st in sorted(sel):
+                    ln += buf.count(b"\n", counted, st)
+                    counted = st
+                    out.append((ln + 1, buf[st:buf.find(b"\n", st)], sel[st], *_look_back(buf, st, prev)))
+                for r, w in _NRANKS_B.findall(buf):
+                    ranks.add(int(r))
+                    world = max(world, int(w))
+                prev = _last_lines(buf, STATE_BACK)
+                base += buf.count(b"\n")
+    except InputError as e:
+        return _Picked([], 0, 0, 0, None, error=str(e))
+    except PermissionError:
+        return _Picked([], 0, 0, 0, None, error="permission")
+    return _Picked(out, base, nbytes, bad, first_step, ranks, world)
+
+
+def _known_size(files: Sequence[str]) -> int | None:
+    """The inputs' total size when every one is a plain file (not stdin, not gzip), else None."""
+    total = 0
+    for f in files:
+        if f == "-" or _gzipped(f):
+            return None
+        try:
+            total += os.path.getsize(f)
+        except OSError:
+            return None
+    return total
+
+
+def _workers() -> int:
+    env = os.environ.get("GPU_TRIAGE_SCAN_WORKERS", "")
+    if env.isdigit():
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _parallel_from(files: Sequence[str]) -> int:
+    """Index of the first file a worker may prefilter: the ones before it are read in this process
+    (they keep every line while the input is under FULL_LIMIT), and so is everything from standard
+    input on."""
+    total = 0
+    for i, f in enumerate(files):
+        if total > FULL_LIMIT:
+            return i
+        if f == "-":
+            return len(files)
+        try:
+            total += os.path.getsize(f)
+        except OSError:
+            return len(files)
+    return len(files)
+
+
 class _Scanner:
-    def __init__(self, keywords: Iterable[str]) -> None:
+    def __init__(self, keywords: Iterable[str], size: int | None = None) -> None:
         kws = [k.strip().lower() for k in keywords if k and k.strip()]
         self.pre = _compile_prefilter(kws)
         self.step_b = re2.compile(_STEP.encode(), _ci())
@@ -903,7 +1327,9 @@ class _Scanner:
         self.head: list[LogLine] = []
         self.tail: deque[LogLine] = deque(maxlen=TAIL_LINES)
         self.finding_lines: dict[tuple[int, int], LogLine] = {}
-        self.full: deque[LogLine] | None = deque(maxlen=MAX_FULL_LINES)
+        # every line is kept while the input may be small; an input known to be large (``size``, the
+        # files' sizes) is prefiltered from its first byte
+        self.full: deque[LogLine] | None = deque(maxlen=MAX_FULL_LINES) if (size or 0) <= FULL_LIMIT else None
         self.full_overflow = False
         self.bytes_read = 0
         self.lines_read = 0
@@ -923,66 +1349,72 @@ class _Scanner:
 
     # ---- streaming -------------------------------------------------------------------------
     def scan(self, name: str, fh: BinaryIO) -> None:
+        src = self._source(name)
+        base = 0  # lines before the current buffer
+        start_bytes = self.bytes_read
+        for nread, buf in _chunks(fh, lambda: SMALL_CHUNK if self.full is not None else BIG_CHUNK):
+            self.bytes_read += nread
+            if self.full is not None and self.bytes_read > FULL_LIMIT:
+                self.full = None  # too big to keep whole; candidates only from here on
+            if buf:
+                base = self._chunk(src, buf, base, self.full is not None)
+        self._done(src, base, self.bytes_read == start_bytes)
+
+    def _source(self, name: str) -> _Src:
         src = _Src(len(self.sources), name)
         src.file_rank, src.file_node = rank_and_node_from_name(name)
         self.sources.append(name)
-        carry = b""
-        base = 0  # lines before the current buffer
-        start_bytes = self.bytes_read
-        while True:
-            small = self.full is not None
-            data = fh.read(SMALL_CHUNK if small else BIG_CHUNK)
-            if not data:
-                break
-            self.bytes_read += len(data)
-            if self.full is not None and self.bytes_read > FULL_LIMIT:
-                self.full = None  # too big to keep whole; candidates only from here on
-            buf = carry + data if carry else data
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                if len(buf) > MAX_LINE_BYTES:
-                    cut = len(buf) - 1  # an absurdly long line: cut it here
-                else:
-                    carry = buf
-                    continue
-            carry = buf[cut + 1:]
-            buf = buf[:cut + 1]
-            base = self._chunk(src, buf, base, small)
-        if carry:
-            base = self._chunk(src, carry + b"\n", base, self.full is not None)
-        self.lines_read += base
-        self.first_step[name] = src.first_step
-        if self.bytes_read == start_bytes:
-            self.warnings.append(f"{name}: the file is empty")
+        return src
+
+    def _done(self, src: _Src, lines: int, empty: bool) -> None:
+        self.lines_read += lines
+        self.first_step[src.name] = src.first_step
+        if empty:
+            self.warnings.append(f"{src.name}: the file is empty")
         if src.bad_lines:
-            self.warnings.append(f"{name}: {src.bad_lines} lines were not valid UTF-8; decoded with U+FFFD")
+            self.warnings.append(f"{src.name}: {src.bad_lines} lines were not valid UTF-8; decoded with U+FFFD")
+
+    def merge(self, name: str, picked: "_Picked") -> None:
+        """Take in a file a worker prefiltered (:func:`_pick_file`): its lines are read here, in
+        order, exactly as :meth:`scan` would have read them once the input is past FULL_LIMIT."""
+        src = self._source(name)
+        src.bad_lines = picked.bad_lines
+        src.first_step = picked.first_step
+        self.bytes_read += picked.bytes_read
+        for line_no, raw, flags, shm_back, file_back in picked.lines:
+            if src.follow > 0:
+                src.follow -= 1
+                flags = RULE
+            elif flags == CONTEXT:
+                continue
+            self._take(src, raw, line_no, flags, shm_back, file_back)
+        self.ranks_seen.update(picked.ranks)
+        if picked.world:
+            self.world = max(self.world or 0, picked.world)
+        self._done(src, picked.n_lines, picked.bytes_read == 0)
 
     def _chunk(self, src: _Src, buf: bytes, base: int, small: bool) -> int:
-        if not buf.isascii():
-            try:
-                buf.decode("utf-8")
-            except UnicodeDecodeError:
-                for raw in buf.split(b"\n"):
-                    try:
-                        raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        src.bad_lines += 1
+        src.bad_lines += _bad_lines(buf)
         nlines = buf.count(b"\n")
         if src.first_step is None:
             m = self.step_b.search(buf)
             if m:
                 src.first_step = base + buf.count(b"\n", 0, m.start()) + 1
+        sel = self.pre.select(buf)
         if small and self.full is not None:
-            cand_starts = set(self._candidates(buf))
             off = 0
             for i, raw in enumerate(buf[:-1].split(b"\n")):
-                cand = off in cand_starts or src.follow > 0
+                flags = sel.get(off, 0)
                 if src.follow > 0:
+                    flags = RULE
                     src.follow -= 1
                 off += len(raw) + 1
-                self._line(src, raw.decode("utf-8", "replace"), base + i + 1, cand, keep_all=True)
+                if not flags & RULE and _STATE_B.search(raw.lower()):
+                    flags |= RULE  # every line is read here: a STATE line moves the state as it is read
+                self._line(src, raw.decode("utf-8", "replace"), base + i + 1, flags != 0, keep_all=True,
+                           extract=bool(flags & RULE))
             return base + nlines
-        starts = self._candidates(buf)
+        starts = sorted(sel)
         n = len(buf)
         pos = counted = 0
         ln = base
@@ -990,6 +1422,7 @@ class _Scanner:
         while pos < n:
             if src.follow > 0:
                 s = pos
+                flags = RULE
                 src.follow -= 1
             else:
                 while i < len(starts) and starts[i] < pos:
@@ -997,33 +1430,36 @@ class _Scanner:
                 if i >= len(starts):
                     break
                 s = starts[i]
+                flags = sel[s]
                 i += 1
             e = buf.find(b"\n", s)
             if e < 0:
                 e = n
             ln += buf.count(b"\n", counted, s)
             counted = s
-            self._line(src, buf[s:e].decode("utf-8", "replace"), ln + 1, True, keep_all=False)
+            self._take(src, buf[s:e], ln + 1, flags, *_look_back(buf, s, src.prev))
             pos = e + 1
+        self._ranks(buf)
+        src.prev = _last_lines(buf, STATE_BACK)
         return base + nlines
 
-    def _candidates(self, buf: bytes) -> list[int]:
-        """Sorted start offsets of the lines of ``buf`` that the prefilter keeps."""
-        starts: set[int] = set()
-        low = buf.lower()
-        pos, n = 0, len(low)
-        while pos < n:
-            m = self.pre.search(low, pos)
-            if m is None:
-                break
-            s = low.rfind(b"\n", 0, m.start()) + 1
-            starts.add(s)
-            e = low.find(b"\n", m.end())
-            pos = n if e < 0 else e + 1
-        return sorted(starts)
+    def _ranks(self, buf: bytes) -> None:
+        found = _NRANKS_B.findall(buf)
+        if found:
+            self.ranks_seen.update({int(r) for r, _ in found})
+            self.world = max(self.world or 0, max(int(w) for _, w in found))
+
+    def _take(self, src: _Src, raw: bytes, line_no: int, flags: int, shm_back: int = 0, file_back: int = 0) -> None:
+        """One kept line of a large input; ``shm_back``/``file_back``: how many lines above it shared
+        memory was last named or a file last written (0: not within STATE_BACK lines)."""
+        if shm_back:
+            src.shm_line = max(src.shm_line, line_no - shm_back)
+        if file_back:
+            src.file_line = max(src.file_line, line_no - file_back)
+        self._line(src, raw.decode("utf-8", "replace"), line_no, True, keep_all=False, extract=bool(flags & RULE))
 
     # ---- one line --------------------------------------------------------------------------
-    def _line(self, src: _Src, raw: str, line_no: int, cand: bool, keep_all: bool) -> None:
+    def _line(self, src: _Src, raw: str, line_no: int, cand: bool, keep_all: bool, extract: bool = True) -> None:
         if not keep_all and not cand:
             return
         if not raw.strip():
@@ -1064,7 +1500,8 @@ class _Scanner:
             self.head.append(cl)
         else:
             self.tail.append(cl)
-        self._extract(src, cl, tkey, yearless)
+        if extract:
+            self._extract(src, cl, tkey, yearless)
 
     def _extract(self, src: _Src, cl: CleanLine, tkey: float | None, yearless: bool = False) -> None:
         t = cl.text
@@ -1572,9 +2009,22 @@ def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin: Bi
     if not paths:
         raise InputError("no input given; pass a log file, a folder of logs, or '-' for standard input")
     files = _expand(paths, frozenset(skip))
-    sc = _Scanner(keywords)
+    sc = _Scanner(keywords, _known_size(files))
     walked = {f for f in files} - set(paths)
-    for f in files:
+
+    def refused(f: str, error: str) -> None:
+        if error == "permission":
+            raise InputError(f"{f}: permission denied; make the file readable or copy it somewhere you "
+                             f"can read")
+        if f in walked and ("binary" in error or "not text" in error):
+            sc.warnings.append(f"{f}: skipped, not a text log")
+            return
+        raise InputError(error)
+
+    split = _parallel_from(files)
+    if len(files) - split < 2 or _workers() < 2:
+        split = len(files)
+    for f in files[:split]:
         if f == "-":
             fh = stdin if stdin is not None else sys.stdin.buffer
             _scan_one(sc, "stdin", fh)
@@ -1584,20 +2034,54 @@ def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin: Bi
                 try:
                     _scan_one(sc, f, fh)
                 except InputError as e:
-                    if f in walked and ("binary" in str(e) or "not text" in str(e)):
-                        sc.warnings.append(f"{f}: skipped, not a text log")
-                        continue
-                    raise
+                    refused(f, str(e))
         except PermissionError:
-            raise InputError(f"{f}: permission denied; make the file readable or copy it somewhere you "
-                             f"can read") from None
+            refused(f, "permission")
         except IsADirectoryError:
             continue
+    if split < len(files):
+        for f, picked in _pick_all(sc, files[split:]):
+            if picked.error is None:
+                sc.merge(f, picked)
+            else:
+                refused(f, picked.error)
     if sc.bytes_read == 0 or not sc.lines_read:
         names = ", ".join(sc.sources) or ", ".join(paths)
         raise InputError(f"{names}: the input is empty; pass the job's log with its content "
                          f"(for a running job, wait until it has written output)")
     return sc.finish()
+
+
+def _gzipped(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _pick_all(sc: _Scanner, files: Sequence[str]) -> Iterable[tuple[str, _Picked]]:
+    """Prefilter ``files`` on all cores, one worker per file, and yield the results in file order.
+    At most two files per worker are in flight, so memory stays bounded by the kept lines of those
+    files, not by the whole input. A gzip file is read in this process, in its turn."""
+    import concurrent.futures
+    import multiprocessing
+
+    n = min(_workers(), len(files))
+    _WORKER.update(pre=sc.pre, step_b=sc.step_b)
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        def submit(f: str):
+            return None if _gzipped(f) else pool.submit(_pick_file, f)
+
+        todo = iter(files)
+        pending: deque = deque((f, submit(f)) for f in itertools.islice(todo, 2 * n))
+        while pending:
+            f, fut = pending.popleft()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append((nxt, submit(nxt)))
+            yield f, (_pick_file(f) if fut is None else fut.result())
 
 
 def _scan_one(sc: _Scanner, name: str, fh: BinaryIO) -> None:

@@ -508,3 +508,90 @@ def test_a_fifo_or_device_is_refused_not_waited_on(tmp_path):
     (tmp_path / "rank0.log").write_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     r = parse_paths([str(tmp_path)])
     assert [os.path.basename(s) for s in r.sources] == ["rank0.log"]
+
+
+# --- the byte-level prefilter (issue 11) ---------------------------------------------------------
+HERE = os.path.dirname(__file__)
+CORPUS_LOGS = sorted(os.path.join(r, f) for r, _, fs in os.walk(os.path.join(HERE, "corpus")) for f in fs
+                     if f.endswith(".log"))
+
+
+def _real_lines():
+    """Every line of the development corpus and the trainlog fixtures (real captures)."""
+    for path in CORPUS_LOGS + [os.path.join(FIX, n) for n in sorted(os.listdir(FIX)) if n.endswith(".txt")]:
+        with open(path, "rb") as fh:
+            for raw in fh.read().split(b"\n"):
+                if raw.strip():
+                    yield path, raw
+
+
+def test_every_line_a_rule_speaks_about_passes_the_prefilter():
+    """A line the prefilter drops in a large log must be one no rule would have read: every real line
+    that, on its own, yields a finding or a first error is picked as a rule's line."""
+    from collectors import trainlog
+
+    pre = trainlog._compile_prefilter(())
+    missed = []
+    for path, raw in _real_lines():
+        r = parse_text(raw.decode("utf-8", "replace"))
+        said = [f.kind for f in r.findings if f.kind != "version"] or ([r.first_error.line] if r.first_error else [])
+        if said and not pre.select(raw + b"\n").get(0, 0) & trainlog.RULE:
+            missed.append((os.path.basename(path), raw[:120], said[:2]))
+    assert not missed, missed[:10]
+
+
+def test_healthy_chatter_is_rejected_at_byte_level():
+    """NCCL INFO set-up lines, step/loss lines and healthy kernel lines (tests/fixtures/benign, all real)
+    are not lines a rule reads."""
+    from collectors import trainlog
+
+    pre = trainlog._compile_prefilter(())
+    benign = os.path.join(HERE, "fixtures", "benign")
+    kept = []
+    for name in ("nccl-info.log", "training-progress.log", "kernel-healthy.log"):
+        with open(os.path.join(benign, name), "rb") as fh:
+            for raw in fh.read().splitlines():
+                if pre.select(raw + b"\n").get(0, 0) & trainlog.RULE and not parse_text(raw.decode()).findings:
+                    kept.append(raw[:100])
+    # a driver's load banner is read (its version is a finding); "via direct shared memory" only moves
+    # the state (a later ENOSPC is /dev/shm's), it is no rule's line
+    assert not kept, kept
+
+
+def test_hyperscan_and_re2_pick_the_same_lines(monkeypatch):
+    pytest.importorskip("hyperscan")
+    from collectors import trainlog
+
+    keywords = ("nccl watchdog", "cannot open shared object file", "rendezvous")
+    data = b"".join(raw + b"\n" for _, raw in _real_lines())
+    hs = trainlog._Prefilter(keywords)
+    monkeypatch.setenv("GPU_TRIAGE_PREFILTER", "re2")
+    re2_ = trainlog._Prefilter(keywords)
+    assert (hs.engine, re2_.engine) == ("hyperscan", "re2")
+    assert hs.select(data) == re2_.select(data)
+
+
+def test_a_folder_scanned_on_all_cores_equals_the_sequential_scan(tmp_path, monkeypatch):
+    """Per-rank files over FULL_LIMIT are prefiltered by worker processes; the merged result is the
+    one the sequential scan gives, in file order (findings, first error, kept lines, counts)."""
+    from collectors import trainlog
+
+    with open(os.path.join(HERE, "fixtures", "benign", "nccl-info.log"), encoding="utf-8") as fh:
+        chatter = fh.read()
+    pad = chatter * (trainlog.FULL_LIMIT // len(chatter) // 3 + 1)
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for i, path in enumerate(CORPUS_LOGS[:12]):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            (folder / f"rank{i}.log").write_text(pad + fh.read() + pad, encoding="utf-8")
+
+    def run(workers: str):
+        monkeypatch.setenv("GPU_TRIAGE_SCAN_WORKERS", workers)
+        r = parse_paths([str(folder)])
+        return ([f.to_json() for f in r.findings], r.first_error and r.first_error.to_json(),
+                [(ln.source, ln.line_no, ln.text, ln.rank, ln.node, ln.ts) for ln in r.lines],
+                r.lines_read, r.bytes_read, r.warnings)
+
+    seq, par = run("1"), run("2")
+    assert seq[0] and seq[1]  # the corpus failures are there to be found
+    assert par == seq

@@ -211,6 +211,19 @@ def _anchor(runs: list[str]) -> str | None:
     return best if len(best) >= MIN_RUN else None
 
 
+def _prefilter_anchor(row: "Row") -> str:
+    """The literal run a log line must hold for ``row`` to match it that healthy output holds least:
+    a run of two or more words (": sxid (pci:") before a longer single word ("nvidia-nvswitch",
+    which every NVSwitch driver line starts with), then the longest. Every match of the row holds
+    each of its runs, so any one of them is a sound prefilter; the matcher's own anchor (the
+    longest run) is not changed."""
+    runs = [r.strip() for r in literal_runs(row.text, row.pattern)]
+    useful = [r for r in runs if r not in _CHATTER and len(r) >= MIN_RUN]
+    if not useful:
+        return row.anchor
+    return max(useful, key=lambda r: (" " in r, len(r)))
+
+
 # --------------------------------------------------------------------------------------------
 # Rows
 # --------------------------------------------------------------------------------------------
@@ -459,7 +472,9 @@ class Catalog:
         return len(self.rows)
 
     def anchors(self) -> set[str]:
-        return set(self._by_anchor)
+        """Literal keywords for the scan's byte-level prefilter, one per row: the literal run of its
+        message that says most (see :func:`_prefilter_anchor`)."""
+        return {_prefilter_anchor(row) for row in self.rows}
 
     def _pattern(self, i: int):
         c = self._compiled[i]
