@@ -47,7 +47,8 @@ def select_collectors(only: str | None = None, timeout: float | None = None) -> 
     from dataclasses import replace
 
     registry = collectors()
-    wanted = [w.strip() for w in only.split(",") if w.strip()] if only else list(registry)
+    wanted = ([w.strip() for w in only.split(",") if w.strip()] if only
+              else [name for name, c in registry.items() if not c.opt_in])
     unknown = [w for w in wanted if w not in registry]
     if unknown:
         raise ResolveError(f"unknown collector(s) {', '.join(unknown)}; known: {', '.join(registry)}")

@@ -34,6 +34,8 @@ TEXT: dict[str, dict[str, str]] = {
                           "zh": "共 {n} 个节点：{summary} —— {verdict}（退出码 {code}）"},
     "culprit.laggard_in": {"en": "{n} ranks wait in {op}#{seq}{pg}{last}: look at {who}",
                            "zh": "{n} 个 rank 停在 {op}#{seq}{pg}{last}：重点排查 {who}"},
+    "culprit.stuck-elsewhere": {"en": "Look at {who}: {n} process(es) wait in a collective, this one is in {frame}",
+                                "zh": "重点排查 {who}：{n} 个进程在集合通信里等待，只有它停在 {frame}"},
     "culprit.pg": {"en": " of PG {pg}", "zh": "（进程组 {pg}）"},
     "culprit.last_completed": {"en": "; {who} last completed #{seq}", "zh": "；{who} 最后完成的是 #{seq}"},
     "culprit.node_logged": {"en": "; {node} logged: {line}", "zh": "；{node} 的记录：{line}"},

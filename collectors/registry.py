@@ -28,12 +28,14 @@ class Collector:
     description: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
     local: Callable[[], str] | None = None  # in-process alternative for `collect --local` (stdout text)
+    opt_in: bool = False           # runs only when named (--only): slow, or meaningful only for a hang
 
 
 # Module names under collectors/node/, in the order collectors run and are shown.
 MODULES = (
     "kernel_log", "nvidia_smi", "nvidia_smi_query", "nvidia_smi_q", "nvidia_smi_topo", "nvml",
     "ibstat", "ibstatus", "ip_link", "ethtool_s", "perfquery", "df", "free", "ulimit_l", "processes", "iostat",
+    "py_spy",
 )
 
 

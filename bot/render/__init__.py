@@ -143,12 +143,17 @@ def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
         return None
     who = ", ".join(x for x in (f"rank {c['rank']}" if c.get("rank") is not None else "", c.get("node") or "") if x)
     coll = c.get("collective") or {}
+    proc = c.get("process") or {}
+    if c["reason"] == "stuck-elsewhere" and proc:
+        who = ", ".join(x for x in (f"pid {proc.get('pid')}", c.get("node") or "") if x)
     if c["reason"] == "laggard" and coll.get("waiting") and coll.get("seq") is not None:
         op = f"{coll['op']} " if coll.get("op") else ""
         pg = t("culprit.pg", lang, pg=coll["pg"]) if coll.get("pg") is not None else ""
         last = (t("culprit.last_completed", lang, who=f"rank {c['rank']}", seq=coll["last_completed"])
                 if coll.get("last_completed") is not None else "")
         text = t("culprit.laggard_in", lang, n=coll["waiting"], op=op, seq=coll["seq"], pg=pg, last=last, who=who)
+    elif c["reason"] == "stuck-elsewhere":
+        text = t("culprit.stuck-elsewhere", lang, who=who, n=proc.get("waiting"), frame=(c.get("evidence") or [""])[0])
     else:
         text = t(f"culprit.{c['reason']}", lang, who=who)
     ev = c.get("node_evidence") or []
@@ -215,6 +220,8 @@ def culprit(diagnosis) -> dict[str, Any] | None:
                          "evidence": [f.line], "collective": coll}
                 break
     if found is None:
+        found = _stuck_elsewhere(diagnosis.findings)
+    if found is None:
         fe = diagnosis.first_error
         if fe is None or (fe.rank is None and not fe.node):
             return None
@@ -229,6 +236,20 @@ def culprit(diagnosis) -> dict[str, Any] | None:
         if ev:
             found["node_evidence"] = [{"kind": f.kind, "line": f.line, "source": f.source, "ts": f.ts} for f in ev]
     return found
+
+
+def _stuck_elsewhere(findings) -> dict[str, Any] | None:
+    """py-spy's stacks of a hung job: every process but one waits in a collective; that one is the
+    laggard, and its stack says where it is."""
+    stacks = [f for f in findings if f.kind == "py-stack"]
+    waiting = [f for f in stacks if f.attrs.get("where") == "collective"]
+    elsewhere = [f for f in stacks if f.attrs.get("where") != "collective"]
+    if not waiting or len(elsewhere) != 1:
+        return None
+    f = elsewhere[0]
+    return {"rank": None, "node": f.node, "reason": "stuck-elsewhere", "evidence": [f.line],
+            "process": {"pid": f.attrs.get("pid"), "where": f.attrs.get("where"),
+                        "frames": list(f.attrs.get("frames") or [])[:6], "waiting": len(waiting)}}
 
 
 # What a node's collectors can say that is a fault of that node (not a description of it)

@@ -291,6 +291,9 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
         out.sections(similar, 1, head=t("similar", lang), more_prio=6, max_items=3, lang=lang)
     if not top:
         _first_error(out, doc, lang)
+        who = culprit_line(doc, lang)
+        if who:
+            out.sections([f":dart: *{escape(who)}*"], 1)
     if len(causes) > 1:
         conf = escape(t("confidence", lang))
         lines = [f"• {escape(c['title'])} — {conf} {c['confidence']:.2f} (`{escape(c['id'])}`)" for c in causes[1:]]

@@ -111,7 +111,13 @@ def render(doc: dict[str, Any]) -> str:
             out += ["", f"### {t('why_ranked', lang)}", ""] + [f"- {e}" for e in cause["explain"]]
         out += ["", f"{t('references', lang)}: " + " ".join(f"<{r}>" for r in cause["references"]), ""]
     if not doc["causes"]:
-        out += [doc["message"], "", f"## {t('generic_steps', lang)}", ""]
+        out += [doc["message"], ""]
+        from bot.render import culprit_line
+
+        who = culprit_line(doc, lang)
+        if who:
+            out += [f"**{who}**", ""]
+        out += [f"## {t('generic_steps', lang)}", ""]
         out += [f"{n}. `{s['command']}` — {s['why']}" for n, s in enumerate(doc["generic_next_steps"], 1)]
         out.append("")
     nodes = doc.get("nodes") or []

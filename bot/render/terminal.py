@@ -135,6 +135,9 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
         if fe:
             where(first_error_label(fe, lang, len((doc.get('stats') or {}).get('sources') or [])), fe, 2)
             clipped(fe["line"], 4, "red")
+        who = culprit_line(doc, lang)
+        if who:  # a hung job with no error yet: the process that is elsewhere is still the answer
+            line(Text(who, style="bold"), indent=2)
     console.print(Text("─" * min(width, 80), style="dim"))
 
     # ---- the details ----------------------------------------------------------------------
