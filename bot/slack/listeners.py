@@ -326,6 +326,21 @@ class UploadError(Exception):
         return t(self.key, lang, **self.kw)
 
 
+class _TokenStaysOnHost(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect, but send the bot token only to the host it was meant for: a file URL that
+    redirects elsewhere (or from https to http) gets no Authorization header."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        from urllib.parse import urlsplit
+
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        old_url, new_url = urlsplit(req.full_url), urlsplit(new.full_url if new is not None else newurl)
+        if new is not None and (new_url.hostname != old_url.hostname or new_url.port != old_url.port
+                                or (old_url.scheme == "https" and new_url.scheme != "https")):
+            new.remove_header("Authorization")
+        return new
+
+
 def download(ctx: BotContext, client: WebClient, file_id: str, dest: Path) -> Path:
     """Stream an uploaded file to disk with the bot token, within the configured size cap."""
     cap = ctx.cfg.max_upload_bytes
@@ -340,7 +355,8 @@ def download(ctx: BotContext, client: WebClient, file_id: str, dest: Path) -> Pa
     target = dest / name
     total = 0
     try:
-        with urllib.request.urlopen(req, timeout=60) as resp, open(target, "wb") as out:
+        opener = urllib.request.build_opener(_TokenStaysOnHost)
+        with opener.open(req, timeout=60) as resp, open(target, "wb") as out:
             while True:
                 chunk = resp.read(1 << 20)
                 if not chunk:
