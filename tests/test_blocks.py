@@ -168,6 +168,20 @@ def test_collect_button_only_without_nodes_and_with_a_hint(engine):
     assert any("gpu-a01, gpu-a02 &lt;job 99&gt;" in c for c in contexts(reply.blocks))
 
 
+def test_the_collect_hint_offers_only_names_collection_accepts(engine):
+    from bot.slack.listeners import _hint
+
+    def hint(log):
+        doc = {}
+        _hint(doc, engine.diagnose_text(log))
+        return doc.get("collect_hint")
+
+    assert hint("srun: error: gpu07: task 0: Killed") == "gpu07"
+    # shell words and a range past the node limit (from the log's text) are not offered
+    assert hint("srun: error: gpu07;id: task 0: Killed") is None
+    assert hint("srun: error: gpu0[1-100000000000]: task 0: Killed") is None
+
+
 def test_estimate_uses_the_rate_card(data_dir):
     from bot.engine import Engine
 

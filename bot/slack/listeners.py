@@ -311,10 +311,20 @@ def _hint(doc: dict, diagnosis) -> None:
     jobs = [f.attrs.get("job") for f in diagnosis.findings if f.kind == "slurm-event" and f.attrs.get("job")]
     hosts = sorted({f.node for f in diagnosis.findings if f.node} |
                    {str(f.attrs["host"]) for f in diagnosis.findings if f.kind == "exit-signal" and f.attrs.get("host")})
+    hosts = [h for h in hosts if _collectable(h)]  # never offer what collection would refuse
     if jobs:
         doc["collect_hint"] = f"job {jobs[0]}"
     elif hosts:
         doc["collect_hint"] = " ".join(hosts[:16])
+
+
+def _collectable(host: str) -> bool:
+    """A name (or hostlist) from a log that collection would accept: 'gpu07;id' and
+    'gpu[1-100000000000]' are not offered as a button."""
+    try:
+        return bool(expand_hostlist(host))
+    except ResolveError:
+        return False
 
 
 class UploadError(Exception):
