@@ -43,6 +43,8 @@ a held-back rank, and a size desync in the JSON form; README.md there tells how)
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import json
 import os
@@ -59,6 +61,8 @@ MAX_DUMP_BYTES = 64 * 1024 * 1024  # one rank's dump; TORCH_FR_BUFFER_SIZE=20000
 MAX_TOTAL_BYTES = 1024 * 1024 * 1024  # all dumps of one diagnosis
 MAX_ENTRIES = 100_000  # per dump; the newest are kept
 MAX_DUMPS = 16_384
+ANALYSE_BUDGET = 400_000  # entries compared across all dumps (~3 s); each dump keeps its newest share
+ANALYSE_MIN = 256  # ... but never fewer than these per dump
 MAX_WAITING_FINDINGS = 64  # nccl-timeout findings per stuck collective; the count is in rank-straggler
 SNIFF = 4096
 
@@ -250,7 +254,12 @@ def read_paths(paths: Sequence[str], names: dict[str, str] | None = None) -> lis
 def op_name(profiling_name: Any) -> str:
     """'nccl:all_reduce' -> 'ALLREDUCE', 'nccl:_allgather_base' -> '_ALLGATHER_BASE': the OpType
     spelling the watchdog prints, so findings from dumps and from logs compare."""
-    s = str(profiling_name or "?").split(":", 1)[-1].split(" ", 1)[0].upper()
+    return _op_name(str(profiling_name or "?")[:200])
+
+
+@functools.lru_cache(maxsize=1024)
+def _op_name(profiling_name: str) -> str:
+    s = profiling_name.split(":", 1)[-1].split(" ", 1)[0].upper()
     s = s.replace("ALL_TO_ALL", "ALLTOALL")
     return re.sub(r"^(_?)ALL_", r"\1ALL", s)
 
@@ -263,6 +272,10 @@ def _int(v: Any) -> int | None:
     if isinstance(v, str) and re.fullmatch(r"-?\d{1,19}", v.strip()):
         return int(v)
     return None
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def _numel(sizes: Any) -> int | None:
@@ -314,21 +327,30 @@ class _Rank:
     enqueued: int
     completed: int
     pg_id: int | None
+    _sigs: dict[int, tuple[str, int | None, str]] = field(default_factory=dict)
 
     def entry(self, seq: int) -> dict[str, Any] | None:
         es = self.colls.get(seq)
         return es[-1] if es else None
 
     def signature(self, seq: int) -> tuple[str, int | None, str] | None:
+        """(op types, input numel, dtypes) of the collective at ``seq``, or None if not recorded."""
+        if seq in self._sigs:
+            return self._sigs[seq]
         es = self.colls.get(seq)
         if not es:
             return None
         ops = "+".join(sorted({op_name(e.get("profiling_name")) for e in es}))
         sizes = [_numel(e.get("input_sizes")) for e in es]
         numel = None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[arg-type]
-        dtypes = "/".join(sorted({str(d) for e in es for d in (e.get("input_dtypes") or [])
-                                  if isinstance(e.get("input_dtypes"), list)}))
-        return ops, numel, dtypes
+        dtypes = "/".join(sorted({str(d) for e in es for d in _list(e.get("input_dtypes"))}))
+        self._sigs[seq] = (ops, numel, dtypes)
+        return self._sigs[seq]
+
+    def raw(self, seq: int) -> tuple:
+        """A cheap fingerprint of the collective at ``seq``: equal ones need no closer look."""
+        return tuple((e.get("profiling_name"), str(e.get("input_sizes")), str(e.get("input_dtypes")))
+                     for e in self.colls.get(seq, ()))
 
     def done(self, seq: int) -> bool:
         if seq <= self.completed:
@@ -416,6 +438,10 @@ def analyse(dumps: list[Dump], rank_node: dict[int, str] | None = None) -> Analy
             continue
         seen[d.rank] = d.name
         usable.append(d)
+    window = max(ANALYSE_MIN, ANALYSE_BUDGET // max(1, len(usable)))
+    if any(len(d.entries) > window for d in usable):
+        out.warnings.append(f"{len(usable)} flight-recorder dumps: the newest {window} entries of each were compared")
+        usable = [dataclasses.replace(d, entries=d.entries[-window:]) for d in usable]
     versions = sorted({d.version for d in usable})
     if len(versions) > 1:
         out.warnings.append(f"the flight-recorder dumps come from different PyTorch versions ({', '.join(versions)}): "
@@ -432,6 +458,8 @@ def _mismatch(key: tuple[str, str], ranks: dict[int, _Rank], out: Analysis) -> N
         return
     seqs = sorted({s for r in ranks.values() for s in r.colls})
     for seq in seqs:
+        if len({r.raw(seq) for r in ranks.values() if seq in r.colls}) < 2:
+            continue
         sigs = {rk: r.signature(seq) for rk, r in ranks.items() if seq in r.colls}
         if len(sigs) < 2 or len(set(sigs.values())) < 2:
             continue
@@ -473,12 +501,14 @@ def _hang(key: tuple[str, str], ranks: dict[int, _Rank], members: set[int], out:
     else:
         # every rank entered every collective: where do they wait? the first one nobody completed,
         # else the last one some rank has not completed
-        pending = [s for s in range(min(r.completed for r in ranks.values()) + 1, high + 1)
-                   if not any(r.done(s) for r in ranks.values())]
+        # only sequence numbers some rank recorded: pg_status numbers alone can be anything
+        recorded = sorted({s for r in ranks.values() for s in r.colls})
+        floor = min(r.completed for r in ranks.values())
+        pending = [s for s in recorded if s > floor and not any(r.done(s) for r in ranks.values())]
         if pending:
             seq = pending[0]
         else:
-            open_ = [s for s in range(high, low - 1, -1) if any(not r.done(s) for r in ranks.values())][:1]
+            open_ = [s for s in reversed(recorded) if any(not r.done(s) for r in ranks.values())][:1]
             if not open_:
                 if no_dump:
                     out.warnings.append(f"flight recorder: {label} names ranks {_ranks(no_dump)}, which wrote no "

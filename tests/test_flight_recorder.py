@@ -317,3 +317,41 @@ def test_uploaded_malicious_pickle_is_refused_in_the_thread(slack_bot, slack_api
     said = answer.get("text", "") + json.dumps(answer.get("blocks", []))
     assert "refused" in said
     assert not marker.exists()
+
+
+def test_odd_values_inside_a_plain_dump_do_not_break_the_analysis():
+    import time
+
+    dumps = fr.read_paths(sorted(str(p) for p in HANG.iterdir()))
+    dumps[0].entries[-1]["input_dtypes"] = 5
+    dumps[1].entries[-1]["input_sizes"] = [[2 ** 40, "x"]]
+    dumps[2].entries[0]["process_group"] = 7
+    dumps[2].entries[1]["collective_seq_id"] = "x"
+    dumps[3].pg_status["0"] = {"last_enqueued_collective": 2 ** 70, "last_completed_collective": None}
+    started = time.perf_counter()
+    out = fr.analyse(dumps)
+    assert time.perf_counter() - started < 1
+    assert all(f.kind in ("nccl-timeout", "rank-straggler", "collective-mismatch") for f in out.findings)
+
+
+def test_1024_ranks_one_laggard_quickly():
+    """The real entries of rank 2's dump, renumbered into 1 024 ranks' worth of 300 collectives,
+    rank 517 one collective behind."""
+    import dataclasses
+    import time
+
+    (real,) = fr.read_paths([str(HANG / "nccl_trace_rank_2")])
+    template = real.entries[0]
+    dumps = []
+    for rank in range(1024):
+        last = 299 if rank == 517 else 300
+        entries = [{**template, "collective_seq_id": s, "record_id": s - 1} for s in range(1, last + 1)]
+        dumps.append(dataclasses.replace(real, name=f"nccl_trace_rank_{rank}", rank=rank, entries=entries,
+                                         pg_status={"0": {"last_enqueued_collective": last,
+                                                          "last_completed_collective": last - 1}}))
+    started = time.perf_counter()
+    out = fr.analyse(dumps)
+    assert time.perf_counter() - started < 6
+    (lag,) = [f for f in out.findings if f.kind == "rank-straggler"]
+    assert lag.attrs["ranks"] == "517" and lag.attrs["seq"] == 300 and lag.attrs["waiting"] == 1023
+    assert len([f for f in out.findings if f.kind == "nccl-timeout"]) == fr.MAX_WAITING_FINDINGS
