@@ -355,3 +355,30 @@ def test_1024_ranks_one_laggard_quickly():
     (lag,) = [f for f in out.findings if f.kind == "rank-straggler"]
     assert lag.attrs["ranks"] == "517" and lag.attrs["seq"] == 300 and lag.attrs["waiting"] == 1023
     assert len([f for f in out.findings if f.kind == "nccl-timeout"]) == fr.MAX_WAITING_FINDINGS
+
+
+def test_nccl_shapes_members_without_dumps_and_kernels_never_started():
+    """What gloo does not write but ProcessGroupNCCL does (FlightRecorderDetail.hpp): a pg_config
+    naming the group's ranks, and started/scheduled states with timing on. The real dumps,
+    with those two fields set the NCCL way."""
+    import dataclasses
+
+    real = fr.read_paths(sorted(str(p) for p in HANG.iterdir()))
+    nccl_cfg = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}}
+    out = fr.analyse([dataclasses.replace(d, pg_config=nccl_cfg) for d in real[:3]])  # rank 3's dump lost
+    (lag,) = [f for f in out.findings if f.kind == "rank-straggler"]
+    assert lag.attrs["ranks"] == "3" and lag.attrs["no_dump"] is True and lag.attrs["seq"] == 10
+    assert "wrote no dump" in lag.line
+
+    # every rank entered #9 (rank 3's last); with timing, ranks 0-2's kernels started, rank 3's never did
+    dumps = [dataclasses.replace(d, entries=[e for e in d.entries if e["collective_seq_id"] <= 9 or
+                                             e["process_group"][0] != "0"]) for d in real]
+    for d in dumps:
+        d.pg_status = {"0": {"last_enqueued_collective": 9, "last_completed_collective": 8}}
+        for e in d.entries:
+            if e["process_group"][0] == "0" and e["collective_seq_id"] == 9:
+                e.update(retired=False, state="scheduled" if d.rank == 3 else "started")
+    out = fr.analyse(dumps)
+    (lag,) = [f for f in out.findings if f.kind == "rank-straggler"]
+    assert lag.attrs["ranks"] == "3" and lag.attrs["seq"] == 9 and lag.attrs["waiting"] == 3
+    assert "never started it" in lag.line
