@@ -81,29 +81,6 @@ class CleanLine(LogLine):
 
 
 # --------------------------------------------------------------------------------------------
-# The error vocabulary.  Fragments are written in the common subset of RE2 and POSIX ERE, so
-# the benchmark can hand exactly the same signatures to `grep -E -i`.
-# --------------------------------------------------------------------------------------------
-_VOCAB = [
-    r"error", r"exception", r"traceback", r"warn", r"fatal", r"fail", r"abort", r"panic",
-    r"killed", r"signal", r"exitcode", r"exit code", r"exit status", r"return code",
-    r"core dumped", r"segmentation", r"timeout", r"timed out", r"watchdog", r"out of memory",
-    r"\boom", r"oom[-_]", r"cannot allocate", r"not enough memory", r"bad_alloc", r"nvrm",
-    r"xid", r"fallen off", r"gpu lost", r"\becc\b", r"row remap", r"retire", r"no space left",
-    r"quota exceeded", r"errno", r"i/o error", r"input/output", r"stale file",
-    r"read-only file", r"not responding", r"nfs:", r"cancelled", r"preempt", r"time limit",
-    r"node fail", r"requeue", r"(nccl|driver|cuda|deepspeed|python|ofed)[ _-]*version",
-    r"kernel module", r"nvidia-smi [0-9]", r"torch[ =:_-]*(version[ :=]*)?v?[0-9]+\.[0-9]+",
-    r"release [0-9]+\.[0-9]+, v", r"nranks", r"rendezvous", r"diststore", r"tcpstore",
-    r"c10d", r"retry count", r"net/ib", r"got completion", r"bus error", r"shared memory",
-    r"/dev/shm", r"root cause", r"worker group", r"restart", r"illegal", r"assert",
-    r"no kernel image", r"insufficient", r"launch failure", r"cublas_status", r"cudnn_status",
-    r"nvlink", r"aer:", r"pcie bus error", r"xfs \(", r"thermal", r"throttl", r"slowdown", r"unreachable", r"refused",
-    r"by peer", r"interrupt", r"terminate", r"stalled", r"semlock", r"\.write\(", r"\.save\(",
-    # a row of nvidia-smi's process table (GPU [GI CI] PID Type name memory), read by _gpu_processes
-    r"[0-9]+ +(n/a +n/a +|[0-9]+ +[0-9]+ +)?[0-9]+ +(c|g|c\+g|m|m\+c) +[^ \n].* [0-9]+mib +\|",
-]
-# --------------------------------------------------------------------------------------------
 # The byte-level prefilter: failure messages, not words
 # --------------------------------------------------------------------------------------------
 # Every rule below (``_r_*``, the traceback and summary rules, the first-error tiers) looks at a line
@@ -353,46 +330,7 @@ def _prefilter(keywords: tuple[str, ...]) -> _Prefilter:
     return _Prefilter(keywords)
 
 
-_PREFILTER_MODE = "new"
-
-
-class _Legacy:
-    engine = "legacy"
-
-    def __init__(self, keywords):
-        words: list[str] = []
-        for w in sorted({k[:LITERAL_PREFIX] for k in keywords} | set(ZH_TO_EN)):
-            if not (words and w.startswith(words[-1])):
-                words.append(w)
-        alt = "|".join(f"(?:{f})" for f in _VOCAB).encode("utf-8")
-        if words:
-            alt += b"|" + b"|".join(re.escape(w).encode("utf-8") for w in words)
-        opts = re2.Options()
-        opts.case_sensitive = True
-        opts.max_mem = 32 << 20
-        self.pre = re2.compile(alt, opts)
-        self.setter_b = re2.compile(b"(?m)" + _FOLLOW_SETTERS.encode())
-
-    def select(self, buf):
-        out = {}
-        low = buf.lower()
-        pos, n = 0, len(low)
-        while pos < n:
-            m = self.pre.search(low, pos)
-            if m is None:
-                break
-            s = low.rfind(b"\n", 0, m.start()) + 1
-            out[s] = RULE
-            e = low.find(b"\n", m.end())
-            pos = n if e < 0 else e + 1
-        return out
-
-    context = _Prefilter.context
-
-
 def _compile_prefilter(keywords: Iterable[str]):
-    if _PREFILTER_MODE == "legacy":
-        return _Legacy(sorted({k.strip().lower() for k in keywords if k and k.strip()}))
     return _prefilter(tuple(prefilter_keywords(keywords)))
 
 
