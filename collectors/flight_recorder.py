@@ -4,7 +4,8 @@ What they are: with ``TORCH_FR_BUFFER_SIZE`` (older name ``TORCH_NCCL_TRACE_BUFF
 every rank of a PyTorch job keeps its last N collectives in a ring buffer; with
 ``TORCH_NCCL_DUMP_ON_TIMEOUT=1`` the NCCL watchdog writes each rank's buffer to
 ``<prefix><rank>`` when a collective times out. The prefix is ``TORCH_FR_DUMP_TEMP_FILE`` or
-``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, by default ``/tmp/nccl_trace_rank_`` (pytorch/pytorch,
+``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, by default ``/tmp/nccl_trace_rank_`` in older releases and
+``~/.cache/torch/comm_lib_trace_rank_`` in recent ones (pytorch/pytorch,
 torch/csrc/distributed/c10d/FlightRecorder.cpp, DebugInfoWriter::getWriter); sites choose
 their own (``comm_lib_trace_rank_``, ``trace_rank_``, ``nccl_fr_rank_``...), so a dump is known
 by its content, and its rank by the number that ends its name, as PyTorch's own reader does
