@@ -70,7 +70,8 @@ SNIFF = 4096
 _PICKLE_HEAD = re.compile(rb"\A\x80[\x02-\x05]")
 _JSON_KEYS = (b'"collective_seq_id"', b'"pg_config"', b'"pg_status"', b'"comm_lib_version"')
 # the rank at the end of a dump's name: nccl_trace_rank_17, trace_rank_3.json, comm_lib_trace_rank_0.pkl
-_NAME_RANK = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$", re.I)
+# (a bundle stores an uploaded file as log/<name>.txt)
+_NAME_RANK = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?(?:\.txt)?$", re.I)
 _TORCH_FRAME = re.compile(r"[/\\]torch[/\\](?:distributed|nn|_dynamo|utils)[/\\]")
 
 

@@ -382,3 +382,11 @@ def test_nccl_shapes_members_without_dumps_and_kernels_never_started():
     (lag,) = [f for f in out.findings if f.kind == "rank-straggler"]
     assert lag.attrs["ranks"] == "3" and lag.attrs["seq"] == 9 and lag.attrs["waiting"] == 3
     assert "never started it" in lag.line
+
+
+def test_rank_from_the_names_sites_give_their_dumps():
+    assert fr.rank_from_name("/tmp/nccl_trace_rank_17") == 17
+    assert fr.rank_from_name("comm_lib_trace_rank_3.json") == 3
+    assert fr.rank_from_name("fr/trace_rank_12.pkl") == 12
+    assert fr.rank_from_name("log/nccl_trace_rank_7.txt") == 7  # as a bundle stores it
+    assert fr.rank_from_name("nccl_trace_rank_") is None
