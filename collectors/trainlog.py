@@ -667,6 +667,8 @@ _PG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
 _PG_ID = re.compile(r"\[PG (?:ID )?(\d+)")
 
 
+EVENT_CAP = 20_000   # first-error candidates of one class before the ones that cannot be first go
+EVENT_KEEP = 2_000   # how many the pruning keeps by position and by time
 MAX_RANK_NODES = 65536  # ranks whose host is remembered
 _TIMEOUT_AT = re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
                          r"last completed NCCL work: (-?\d+)")
@@ -1272,6 +1274,9 @@ class _Scanner:
         self.bytes_read = 0
         self.lines_read = 0
         self.events: list[_Event] = []
+        self._count = {"strong": 0, "weak": 0}          # candidates kept per class (see _event)
+        self._months: dict[str, set[int]] = {"strong": set(), "weak": set()}
+        self._untimed = {"strong": False, "weak": False}
         self.sources: list[str] = []
         self.warnings: list[str] = []
         self.versions: set[tuple[str, str]] = set()
@@ -1481,8 +1486,8 @@ class _Scanner:
         if best == NONE and (cl.level in ("E", "F") or _WEAK_WORD.search(t)):
             best = CHORUS if any(c in low for c in _CHORUS_TEXT) or t.endswith(" FAILED") else \
                 ECHO if any(e in low for e in _ECHO_TEXT) else WEAK
-        if best < NONE:
-            self.events.append(_Event(best, tkey, (src.idx, cl.line_no), cl, yearless and tkey is not None))
+        if best < CHORUS:  # the chorus never decides the first error: it is not kept
+            self._event(_Event(best, tkey, (src.idx, cl.line_no), cl, yearless and tkey is not None))
 
     def _stateful(self, src: _Src, cl: CleanLine, t: str, low: str) -> list:
         """Rules that need the lines before: tracebacks and torchrun's failure summary."""
@@ -1588,12 +1593,47 @@ class _Scanner:
                            sources=list(self.sources), bytes_read=self.bytes_read, lines_read=self.lines_read,
                            truncated=truncated, warnings=self.warnings)
 
+    def _event(self, e: _Event) -> None:
+        """Keep a first-error candidate. An error storm (every rank printing its traceback for hours)
+        would keep millions; past EVENT_CAP a class keeps only those that can still be first: the
+        earliest by position and by time (either way a December-to-January run may go), and one
+        without a time. What decides the answer is tracked whole: which months yearless times fall
+        in, whether any candidate had no time."""
+        cls = "strong" if e.tier in (ROOT, ECHO) else "weak"
+        if e.tkey is None:
+            self._untimed[cls] = True
+        elif e.yearless:
+            self._months[cls].add(time.gmtime(e.tkey).tm_mon)
+        self.events.append(e)
+        self._count[cls] += 1
+        if self._count[cls] > EVENT_CAP:
+            self._prune(cls)
+
+    def _prune(self, cls: str) -> None:
+        mine = [e for e in self.events if (e.tier in (ROOT, ECHO)) == (cls == "strong")]
+        others = [e for e in self.events if (e.tier in (ROOT, ECHO)) != (cls == "strong")]
+        timed = [e for e in mine if e.tkey is not None]
+        next_year = 366 * 86400.0
+
+        def shifted(e: _Event) -> float:  # the time if this turns out to be a run across New Year
+            return e.tkey + (next_year if e.yearless and time.gmtime(e.tkey).tm_mon <= 6 else 0.0)
+
+        keep = {id(e): e for e in sorted(mine, key=lambda e: e.order)[:EVENT_KEEP]}
+        keep.update((id(e), e) for e in sorted(timed, key=lambda e: (e.tkey, e.order))[:EVENT_KEEP])
+        keep.update((id(e), e) for e in sorted(timed, key=lambda e: (shifted(e), e.order))[:EVENT_KEEP])
+        untimed = [e for e in mine if e.tkey is None]
+        if untimed:
+            keep[id(untimed[0])] = untimed[0]
+        self.events = others + sorted(keep.values(), key=lambda e: e.order)
+        self._count[cls] = len(keep)
+
     def _first_error(self) -> FirstError | None:
         strong = [e for e in self.events if e.tier in (ROOT, ECHO)]
+        cls = "strong" if strong else "weak"
         pool = strong or [e for e in self.events if e.tier == WEAK]
         if not pool:
             return None
-        times = self._comparable_times(pool)
+        times = self._comparable_times(pool, cls)
         also = None
         if times is not None:
             best = min(pool, key=lambda e: (times[id(e)], e.tier, e.order))
@@ -1613,16 +1653,15 @@ class _Scanner:
         return FirstError(line=ln.text, line_no=ln.line_no, rank=ln.rank, node=ln.node, ts=ln.ts,
                           source=ln.source, basis=basis, also=also)
 
-    def _comparable_times(self, pool: list[_Event]) -> dict[int, float] | None:
+    def _comparable_times(self, pool: list[_Event], cls: str) -> dict[int, float] | None:
         """Each event's time on one axis, or None when some event has none. Times without a year
         take the run's year (from any dated line; a nominal one when none is dated); when those
         times run from December into January, the early months are the next year."""
-        if any(e.tkey is None for e in pool):
+        if self._untimed[cls] or any(e.tkey is None for e in pool):
             return None
         out: dict[int, float] = {}
-        undated = [e for e in pool if e.yearless]
         year = self.year_hint or 2001
-        months = {time.gmtime(e.tkey).tm_mon for e in undated}
+        months = self._months[cls]
         new_year = 12 in months and 1 in months
         for e in pool:
             t = e.tkey

@@ -86,3 +86,25 @@ def test_the_label_never_claims_time_the_times_cannot_back():
     assert first_error_label(untimed, "en", 1) == "First error in the log"
     assert first_error_label(untimed, "en", 64) == "First error in file order"
     assert first_error_label(untimed, "zh", 64) == "按文件顺序最早的错误"
+
+
+def test_an_error_storm_keeps_a_bounded_candidate_list_and_the_same_first_error():
+    """30 000 ranks' worth of NCCL errors: the candidates for the first error stay bounded, and the
+    answer is the one the whole list would give: the earliest in time although its lines come last
+    (after 30 000 later errors and a rival 0.8 s behind it)."""
+    import io
+
+    from collectors import trainlog
+
+    storm = "".join(f"[rank{r % 512}]:[E1106 09:{(r // 60) % 60:02d}:{r % 60:02d}.000000 1 x.cpp:1] RuntimeError: "
+                    f"NCCL error in: ProcessGroupNCCL.cpp:1275, remote process exited or there was a network error\n"
+                    for r in range(30_000))
+    rival = "[rank40]:[E1106 08:41:12.900000 1 x.cpp:1] RuntimeError: CUDA error: unspecified launch failure\n"
+    first = ("[rank17]:[E1106 08:41:12.123456 1 x.cpp:1] RuntimeError: CUDA error: an illegal memory access "
+             "was encountered\n")
+    sc = trainlog._Scanner(())
+    sc.scan("storm.log", io.BytesIO((storm + rival + first).encode()))
+    assert len(sc.events) <= trainlog.EVENT_CAP + 1
+    res = sc.finish()
+    assert res.first_error.rank == 17 and "illegal memory access" in res.first_error.line
+    assert res.first_error.basis == "time"
