@@ -250,6 +250,33 @@ def read_paths(paths: Sequence[str], names: dict[str, str] | None = None) -> lis
     return out
 
 
+def _read_found(paths: Sequence[str], inside: set[str]) -> tuple[list[Dump], list[str]]:
+    """Dumps named by the user must read (or the diagnosis stops with the reason); a file found
+    inside a folder that turns out not to be a readable dump (another pickle, a refused one, a
+    damaged one) is skipped with a warning, as a binary file in a folder of logs is."""
+    named = [p for p in paths if p not in inside]
+    out = read_paths(named)
+    warnings: list[str] = []
+    total = sum(d.size for d in out)
+    for p in paths:
+        if p not in inside:
+            continue
+        if len(out) >= MAX_DUMPS or total > MAX_TOTAL_BYTES:
+            warnings.append(f"{p}: skipped, more flight-recorder dumps than one diagnosis reads "
+                            f"({MAX_DUMPS} files, {MAX_TOTAL_BYTES >> 20} MB)")
+            continue
+        try:
+            d = read_file(p)
+        except DumpError as exc:
+            warnings.append(f"skipped: {exc}")
+            continue
+        total += d.size
+        out.append(d)
+    order = {p: i for i, p in enumerate(paths)}
+    out.sort(key=lambda d: order.get(d.name, 0))
+    return out, warnings
+
+
 # --------------------------------------------------------------------------------------------
 # Analysis
 # --------------------------------------------------------------------------------------------
@@ -587,7 +614,9 @@ def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin=Non
     dumps, logs, inside = split_paths(paths)
     if not dumps:
         return trainlog.parse_paths(paths, keywords=keywords, stdin=stdin)
-    read = read_paths(dumps)
+    read, skipped = _read_found(dumps, inside)
+    if not read and not logs:
+        raise DumpError(f"{', '.join(paths)}: nothing to read: " + "; ".join(skipped[:3]))
     if logs:
         parsed = trainlog.parse_paths(logs, keywords=keywords, stdin=stdin, skip=inside)
     else:
@@ -598,7 +627,8 @@ def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin=Non
         if item.rank is not None and item.node and item.rank not in rank_node:
             rank_node[item.rank] = item.node
     fr = analyse(read, rank_node)
-    if not fr.findings:
+    fr.warnings[:0] = skipped
+    if not fr.findings and read:
         fr.warnings.append(f"{len(read)} flight-recorder dump(s) read: no collective left waiting and no ranks out "
                            f"of step in them")
     parsed.findings = fr.findings + parsed.findings

@@ -390,3 +390,25 @@ def test_rank_from_the_names_sites_give_their_dumps():
     assert fr.rank_from_name("fr/trace_rank_12.pkl") == 12
     assert fr.rank_from_name("log/nccl_trace_rank_7.txt") == 7  # as a bundle stores it
     assert fr.rank_from_name("nccl_trace_rank_") is None
+
+
+def test_a_bad_pickle_inside_a_folder_is_skipped_with_a_warning(tmp_path, capsys, data_dir):
+    marker = tmp_path / "pwned-folder"
+    job = tmp_path / "job"
+    shutil.copytree(HANG, job)
+    (job / "rng_state.pkl").write_bytes(pickle.dumps({"seed": 1234}, protocol=2))
+    (job / "evil_rank_9").write_bytes(pickle.dumps(_RunsCode(marker), protocol=2))
+    doc = doc_of(capsys, data_dir, job)
+    assert doc["culprit"]["rank"] == 3
+    warnings = " ".join(doc["warnings"])
+    assert "rng_state.pkl" in warnings and "not a flight-recorder dump" in warnings
+    assert "evil_rank_9" in warnings and "refused" in warnings
+    assert not marker.exists()
+
+
+def test_a_folder_of_nothing_but_bad_pickles_fails_with_the_reason(tmp_path, capsys, data_dir):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rng_state.pkl").write_bytes(pickle.dumps({"seed": 1234}, protocol=2))
+    code, out, err = diagnose(capsys, data_dir, job)
+    assert code == 1 and "nothing to read" in err and "not a flight-recorder dump" in err
