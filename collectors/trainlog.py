@@ -1116,9 +1116,41 @@ def _last_lines(buf: bytes, k: int) -> bytes:
     return buf[pos + 1:]
 
 
+_SHM_HINTS_RE = re.compile(b"|".join(re.escape(h) for h in _SHM_HINTS_B))
+
+
 def _look_back(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
     """How many lines above the line at ``s`` shared memory was last named and a file last written
-    (each 0 when not within STATE_BACK lines); ``prev`` holds the lines before ``buf``."""
+    (each 0 when not within STATE_BACK lines); ``prev`` holds the lines before ``buf``. The
+    STATE_BACK lines above are lower-cased once and searched once per hint kind (an error storm
+    asks this for every line)."""
+    st = s
+    for _ in range(STATE_BACK):
+        if st <= 0:
+            break
+        st = buf.rfind(b"\n", 0, st - 1) + 1
+    window = buf[st:s]
+    need = STATE_BACK - window.count(b"\n")
+    if st <= 0 and need > 0 and prev:
+        window = _last_lines(prev, need) + window
+    low = window.lower()
+    shm = frame = 0
+    for rx, which in ((_SHM_HINTS_RE, "shm"), (_FILE_FRAME_B, "frame")):
+        last = None
+        for m in rx.finditer(low):
+            if b"\n" not in m.group():
+                last = m
+        if last is not None:
+            d = low.count(b"\n", last.end())
+            if which == "shm":
+                shm = d
+            else:
+                frame = d
+    return shm, frame
+
+
+def _look_back_lines(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
+    """:func:`_look_back` line by line (the reference the tests compare it with)."""
     shm = frame = 0
     text, end = buf, s
     for d in range(1, STATE_BACK + 1):

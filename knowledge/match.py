@@ -289,9 +289,12 @@ class Matcher:
                 if score and (phrase_best[ei] is None or score > phrase_best[ei][0]):
                     phrase_best[ei] = (score, line, self._compiled[ei].entry.phrases[pi])
 
+        by_kind: dict[str, list[Finding]] = {}  # each rule reads only its own kind's findings
+        for f in findings:
+            by_kind.setdefault(f.kind, []).append(f)
         causes = []
         for ei, comp in enumerate(self._compiled):
-            cause = self._score(ei, comp.entry, sig_hits[ei], phrase_best[ei], findings, first_error)
+            cause = self._score(ei, comp.entry, sig_hits[ei], phrase_best[ei], by_kind, first_error)
             if cause is not None:
                 causes.append(cause)
         specific = {c.category for c in causes
@@ -318,7 +321,7 @@ class Matcher:
     def _claimed(self, ei: int, finding: Finding) -> bool:
         return any(other != ei and _satisfies(rule, finding) for other, rule in self._specific.get(finding.kind, ()))
 
-    def _score(self, ei: int, entry: Entry, sig_hits: dict, phrase_hit, findings: Sequence[Finding],
+    def _score(self, ei: int, entry: Entry, sig_hits: dict, phrase_hit, by_kind: dict[str, list[Finding]],
                first_error: FirstError | None) -> Cause | None:
         weights: list[float] = []
         explain: list[Said] = []
@@ -366,7 +369,7 @@ class Matcher:
         # exitcode=-9 read the same exit) count once, at the strongest rule that matched
         kind_weight: dict[str, float] = {}
         for rule in entry.findings:
-            matched = [f for f in findings if _satisfies(rule, f)]
+            matched = [f for f in by_kind.get(rule["kind"], ()) if _satisfies(rule, f)]
             if not rule.get("rules_out"):
                 # what a healthy node shows (collectors.healthy) supports nothing; it can still rule out
                 matched = [f for f in matched if not f.normal]

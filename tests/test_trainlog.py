@@ -595,3 +595,23 @@ def test_a_folder_scanned_on_all_cores_equals_the_sequential_scan(tmp_path, monk
     seq, par = run("1"), run("2")
     assert seq[0] and seq[1]  # the corpus failures are there to be found
     assert par == seq
+
+
+def test_the_one_pass_look_back_answers_as_the_line_by_line_one():
+    """_look_back (one lower-casing and one search per hint kind over the lines above) gives what the
+    line-by-line reference gives, at every line of the real corpus logs, across a chunk boundary too."""
+    import glob
+
+    from collectors import trainlog as T
+
+    checked = 0
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "corpus", "*", "*.log"))):
+        with open(path, "rb") as fh:
+            data = fh.read(200_000)
+        cut = data.rfind(b"\n", 0, len(data) // 3) + 1
+        for prev, buf in ((b"", data), (data[:cut], data[cut:])):
+            starts = [0] + [i + 1 for i, c in enumerate(buf[:-1]) if c == 10]
+            for s in starts:
+                assert T._look_back(buf, s, prev) == T._look_back_lines(buf, s, prev), (path, s)
+                checked += 1
+    assert checked > 2000
