@@ -26,15 +26,18 @@ pickles with stacks, frames [{name, filename, line}].
 Safety: a pickle can run code when loaded, so this module never calls ``pickle.load``: its
 unpickler refuses every global (the only way a pickle reaches a callable), so nothing but the
 plain containers and scalars above can be built, and anything else is refused with a message.
-A dump is read up to ``MAX_DUMP_BYTES`` and ``MAX_ENTRIES`` entries (the newest are kept).
+A dump is read up to ``MAX_DUMP_BYTES`` and ``MAX_ENTRIES`` entries (the newest are kept); of
+many dumps, each one's newest share of ``ANALYSE_BUDGET`` entries is compared.
 
-The analysis, per process group (by its name, the same on every rank), over point-to-point-free
-collectives: the first collective not every rank entered (the lowest "last enqueued" + 1), the
+The analysis, per process group (by its name, the same on every rank), over its collectives
+(point-to-point sends and receives are left out): the first collective not every rank entered
+(the lowest "last enqueued" + 1), the
 ranks that entered it and wait (``nccl-timeout`` each, with the stuck op, its size and the
 rank's Python stack) and the ranks that never entered it, the laggards (``rank-straggler``, with
 how far the one laggard got and its own last stack). When every rank entered every collective,
-the first one some rank has not completed is where they wait, and with timing on (states
-started/scheduled), ranks whose kernel never started are the laggards. At one sequence number
+they wait in the first one no rank completed (else the last one some rank has not), and with
+timing on (states started/scheduled), ranks whose kernel never started are the laggards. Gloo
+sets ``retired`` on a collective that failed too, so completion alone never names a laggard. At one sequence number
 of one group, another op type, size or dtype on some ranks is a desync (``collective-mismatch``,
 ``odd_ranks`` the minority). A group whose membership names ranks that wrote no dump says so.
 
