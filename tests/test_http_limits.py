@@ -83,6 +83,14 @@ def test_a_malformed_body_gets_400_not_a_dropped_connection(server, ctype, body)
     assert healthz(port).split(b" ")[1] == b"200"
 
 
+@pytest.mark.parametrize("head", [b"GET /healthz\r\n", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 100])
+def test_an_http_0_9_or_garbage_request_gets_a_400_status_line(server, head):
+    with socket.create_connection(("127.0.0.1", server.server_address[1])) as s:
+        s.sendall(head)
+        s.shutdown(socket.SHUT_WR)
+        assert status_of(s).startswith(b"HTTP/1.1 400 ")
+
+
 def test_idle_connections_are_dropped_and_healthz_keeps_answering(server):
     port = server.server_address[1]
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]

@@ -86,10 +86,16 @@ def make_server(app: App, host: str = "127.0.0.1", port: int = 3000) -> Threadin
             super().setup()
             self.server.pending_add(self.connection)
 
+        # an error before the version is read (a TLS hello, a garbage line) still gets a status line
+        default_request_version = "HTTP/1.0"
+
         def parse_request(self) -> bool:
             ok = super().parse_request()
             self.server.pending_done(self.connection)  # the head is in: no longer a slow client
             self.close_connection = True  # one request per connection: no idle keep-alive to hold
+            if ok and len(self.requestline.split()) == 2:  # "GET /healthz": HTTP/0.9, no status line
+                self.send_error(400, "HTTP/0.9 is not supported")
+                return False
             return ok
 
         def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
