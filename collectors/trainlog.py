@@ -1117,6 +1117,22 @@ def _last_lines(buf: bytes, k: int) -> bytes:
 
 
 _SHM_HINTS_RE = re.compile(b"|".join(re.escape(h) for h in _SHM_HINTS_B))
+# The only lines that read what the look-back finds (_extract): a full disk (turned into a full
+# /dev/shm under a shared-memory frame) and ENOTCONN (an I/O error under a file-writing frame), in
+# English or as a Chinese-locale C library prints them. Other lines skip the look-back.
+_BACK_PHRASES = ("exhausted", "no space left on device", "disk quota exceeded", "errno 28",
+                 "transport endpoint is not connected")
+_NEEDS_BACK = re.compile(b"|".join(
+    [re.escape(p.encode()) for p in _BACK_PHRASES]
+    + [re.escape(zh.encode()) for zh, en in ZH_TO_EN.items() if en.lower() in _BACK_PHRASES]))
+
+
+def _back(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
+    """:func:`_look_back` for the line at ``s`` when that line can use it, else (0, 0)."""
+    e = buf.find(b"\n", s)
+    if not _NEEDS_BACK.search(buf[s:e if e >= 0 else len(buf)].lower()):
+        return 0, 0
+    return _look_back(buf, s, prev)
 
 
 def _look_back(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
@@ -1233,7 +1249,7 @@ def _pick_file(path: str) -> _Picked:
                 for st in sorted(sel):
                     ln += buf.count(b"\n", counted, st)
                     counted = st
-                    out.append((ln + 1, buf[st:buf.find(b"\n", st)], sel[st], *_look_back(buf, st, prev)))
+                    out.append((ln + 1, buf[st:buf.find(b"\n", st)], sel[st], *_back(buf, st, prev)))
                 for r, w in _NRANKS_B.findall(buf):
                     ranks.add(int(r))
                     world = max(world, int(w))
@@ -1412,7 +1428,7 @@ class _Scanner:
                 e = n
             ln += buf.count(b"\n", counted, s)
             counted = s
-            self._take(src, buf[s:e], ln + 1, flags, *_look_back(buf, s, src.prev))
+            self._take(src, buf[s:e], ln + 1, flags, *_back(buf, s, src.prev))
             pos = e + 1
         self._ranks(buf)
         src.prev = _last_lines(buf, STATE_BACK)
