@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from collectors import flight_recorder
 from collectors.redact import redact, redact_stream
 from collectors.remote import NodeResult
 
@@ -101,6 +102,13 @@ def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str 
             ldir.mkdir(exist_ok=True, mode=0o700)
             for name, content in logs.items():
                 target = ldir / f"{_safe(Path(name).name.replace(' ', '_'), 'log name')}"
+                if isinstance(content, Path) and flight_recorder.sniff_file(str(content)):
+                    # a flight-recorder dump is data, not text: copied byte for byte (redacting it as
+                    # text would break the pickle), under its own name (the rank is at its end);
+                    # it holds op names, sizes and stack frames, read by the restricted reader
+                    with open(content, "rb") as src, open(target, "wb", opener=_private) as out:
+                        shutil.copyfileobj(src, out)
+                    continue
                 if not target.name.endswith(".txt"):
                     target = target.with_name(target.name + ".txt")
                 if isinstance(content, Path):

@@ -412,3 +412,20 @@ def test_a_folder_of_nothing_but_bad_pickles_fails_with_the_reason(tmp_path, cap
     (job / "rng_state.pkl").write_bytes(pickle.dumps({"seed": 1234}, protocol=2))
     code, out, err = diagnose(capsys, data_dir, job)
     assert code == 1 and "nothing to read" in err and "not a flight-recorder dump" in err
+
+
+def test_dumps_saved_in_a_bundle_are_copied_byte_for_byte_and_replay(tmp_path, engine):
+    """`--job ... dumps/`: the dumps go into the bundle with the job's logs; a pickle is data, so it is
+    copied as it is (redacting it as text would break it) and the replay names the same laggard."""
+    from bot.render import as_dict
+    from collectors.bundle import read_bundle, write_bundle
+
+    logs = {p.name: p for p in sorted(HANG.iterdir())}
+    logs["rank0.log"] = FIX / "hang-logs" / "rank0.log"
+    path = write_bundle(tmp_path / "with-dumps.tar.gz", {}, job="7", logs=logs)
+    with read_bundle(path) as bundle:
+        kept = {p.name: p.read_bytes() for p in bundle.logs}
+        assert kept["nccl_trace_rank_3"] == (HANG / "nccl_trace_rank_3").read_bytes()
+        assert "rank0.log.txt" in kept
+        doc = as_dict(engine.diagnose_bundle(bundle))
+    assert doc["culprit"] and doc["culprit"]["rank"] == 3 and doc["culprit"]["reason"] == "laggard"
