@@ -34,6 +34,10 @@ TEXT: dict[str, dict[str, str]] = {
                           "zh": "共 {n} 个节点：{summary} —— {verdict}（退出码 {code}）"},
     "culprit.laggard_in": {"en": "{n} ranks wait in {op}#{seq}{pg}{last}: look at {who}",
                            "zh": "{n} 个 rank 停在 {op}#{seq}{pg}{last}：重点排查 {who}"},
+    "culprit.mismatch": {"en": "Look at {who}: at collective #{seq}{pg} it called another collective than the others "
+                                "({ops}): a code path only it took",
+                         "zh": "重点排查 {who}：在集合通信 #{seq}{pg} 上，它调用的集合通信与其他 rank 不一致（{ops}），"
+                               "说明只有它走了另一条代码路径"},
     "culprit.stuck-elsewhere": {"en": "Look at {who}: {n} process(es) wait in a collective, this one is in {frame}",
                                 "zh": "重点排查 {who}：{n} 个进程在集合通信里等待，只有它停在 {frame}"},
     "culprit.pg": {"en": " of PG {pg}", "zh": "（进程组 {pg}）"},

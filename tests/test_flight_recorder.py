@@ -79,7 +79,8 @@ def test_size_desync_in_json_dumps_is_a_software_mismatch(capsys, data_dir):
     assert doc["causes"][0]["category"] == "software"
     assert doc["causes"][0]["id"] == "nccl-collective-mismatch"
     # every rank entered #3: no laggard is invented
-    assert not kinds(doc, "rank-straggler") and doc["culprit"] is None
+    assert not kinds(doc, "rank-straggler")
+    assert (doc["culprit"]["rank"], doc["culprit"]["reason"]) == (1, "mismatch")  # the odd one out
 
 
 def test_terminal_reply_names_the_laggard(capsys, data_dir):
@@ -429,3 +430,17 @@ def test_dumps_saved_in_a_bundle_are_copied_byte_for_byte_and_replay(tmp_path, e
         assert "rank0.log.txt" in kept
         doc = as_dict(engine.diagnose_bundle(bundle))
     assert doc["culprit"] and doc["culprit"]["rank"] == 3 and doc["culprit"]["reason"] == "laggard"
+
+
+def test_the_rank_of_a_desync_is_the_culprit(engine):
+    """The desync dumps: rank 1 all-reduced 32 elements where ranks 0 and 2 all-reduced 16; the
+    culprit is rank 1 (reason mismatch), said in en and zh."""
+    from bot.render import as_dict, culprit_line
+
+    diagnosis = engine.diagnose_paths([str(DESYNC)])
+    for lang, words in (("en", "called another collective"), ("zh", "调用的集合通信与其他 rank 不一致")):
+        doc = as_dict(diagnosis, lang=lang)
+        c = doc["culprit"]
+        assert (c["rank"], c["reason"]) == (1, "mismatch") and c["collective"]["seq"] == 3
+        said = culprit_line(doc, lang)
+        assert "rank 1" in said and "#3" in said and "NumelIn 16/32" in said and words in said

@@ -152,6 +152,9 @@ def culprit_line(doc: dict[str, Any], lang: str) -> str | None:
         last = (t("culprit.last_completed", lang, who=f"rank {c['rank']}", seq=coll["last_completed"])
                 if coll.get("last_completed") is not None else "")
         text = t("culprit.laggard_in", lang, n=coll["waiting"], op=op, seq=coll["seq"], pg=pg, last=last, who=who)
+    elif c["reason"] == "mismatch":
+        pg = t("culprit.pg", lang, pg=coll["pg"]) if coll.get("pg") is not None else ""
+        text = t("culprit.mismatch", lang, who=who, seq=coll.get("seq"), pg=pg, ops=coll.get("ops"))
     elif c["reason"] == "stuck-elsewhere":
         text = t("culprit.stuck-elsewhere", lang, who=who, n=proc.get("waiting"), frame=(c.get("evidence") or [""])[0])
     else:
@@ -218,6 +221,15 @@ def culprit(diagnosis) -> dict[str, Any] | None:
                 coll = {k: f.attrs[k] for k in ("pg", "seq", "op", "waiting", "last_completed") if k in f.attrs}
                 found = {"rank": int(ranks[0]), "node": f.attrs.get("node"), "reason": "laggard",
                          "evidence": [f.line], "collective": coll}
+                break
+    if found is None:
+        for f in diagnosis.findings:
+            # ranks at one sequence number in different collectives: the odd one out ran another code path
+            odd = [r for r in str(f.attrs.get("odd_ranks", "")).split(",") if r.strip().isdigit()]
+            if f.kind == "collective-mismatch" and len(odd) == 1:
+                coll = {k: f.attrs[k] for k in ("pg", "seq", "ops") if k in f.attrs}
+                found = {"rank": int(odd[0]), "node": None, "reason": "mismatch", "evidence": [f.line],
+                         "collective": coll}
                 break
     if found is None:
         found = _stuck_elsewhere(diagnosis.findings)
