@@ -38,8 +38,11 @@ _KEYED = (
 _BEARER = r"(?i)(?P<key>\b(?:bearer|authorization:\s*basic)\s+)(?P<val>[A-Za-z0-9._~+/=-]{8,})"
 # command-line flags and bare key/value pairs separated by a space: --password hunter2,
 # aws_secret_access_key wJalr..., and cookies: "Cookie: session=..."
-_FLAG = (r"(?i)(?P<key>(?:--?[a-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key|secret[_-]?key|access[_-]?key)|"
-         r"\baws_secret_access_key|\baws_session_token)\s+)(?P<val>[^\s-][^\s]*)")
+# (a flag ending in -key or _key too: --wandb-key VALUE, --wandb-key=VALUE)
+_FLAG = (r"(?i)(?P<key>(?:--?[a-z0-9_-]*(?:password|passwd|secret|token|[_-]key|api[_-]?key|secret[_-]?key|"
+         r"access[_-]?key)|\baws_secret_access_key|\baws_session_token)(?:\s+|=))(?P<val>[^\s-][^\s]*)")
+# an AWS key pair as printed together: the access key id, then its 40-character secret
+_AWS_PAIR = r"(?P<key>\b(?:AKIA|ASIA)[0-9A-Z]{16}[\s,:;|]+)(?P<val>[A-Za-z0-9/+=]{30,})"
 _COOKIE = r"(?i)(?P<key>\b(?:set-)?cookie:\s*)(?P<val>[^\r\n]+)"
 _URL_PASS = r"(?P<key>[a-z][a-z0-9+.-]*://[^/\s:@]+:)(?P<val>[^/\s@]+)(?=@)"
 
@@ -47,6 +50,7 @@ _TOKEN_RE = re.compile("|".join(_TOKENS))
 _KEYED_RE = re.compile(_KEYED)
 _BEARER_RE = re.compile(_BEARER)
 _FLAG_RE = re.compile(_FLAG)
+_AWS_PAIR_RE = re.compile(_AWS_PAIR)
 _COOKIE_RE = re.compile(_COOKIE)
 _URL_PASS_RE = re.compile(_URL_PASS)
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
@@ -85,6 +89,7 @@ class Redactor:
         if _PEM_BEGIN.search(line):
             self._in_pem = not _PEM_END.search(line)
             return MASK
+        line = _AWS_PAIR_RE.sub(_keep_key, line)  # before the id itself is masked
         line = _TOKEN_RE.sub(MASK, line)
         line = _URL_PASS_RE.sub(_keep_key, line)
         line = _BEARER_RE.sub(_keep_key, line)
