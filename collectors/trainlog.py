@@ -353,6 +353,9 @@ _P_DEFAULT = re.compile(r"\[default(\d+)\]:\s?")
 _P_RANK = re.compile(r"\[rank(\d+)\]:\s?")
 _P_LIGHTNING = re.compile(r"\[rank: ?(\d+)\]\s?")
 _P_WORKER = re.compile(r"\(\w+ rank=(\d+) pid=(\d+)\)\s?")
+# Ray's prefix on every line a worker, actor or task prints (python/ray/_private/worker.py,
+# print_to_stdstream): "(CommandActor pid=552, ip=10.130.6.168)", "(pid=4121)", "(raylet, ip=...)".
+_P_RAY = re.compile(r"\((?:[\w.:+-]+(?:, | ))?pid=(\d+)(?:, ip=([\w.:-]+))?\)\s?")
 _P_ISO = re.compile(
     r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?:?\s*")
 _P_USDATE = re.compile(r"(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})(?:\s*-)?\s*")
@@ -475,6 +478,13 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
             m = _P_WORKER.match(s)
             if m:
                 out.rank, out.pid = int(m.group(1)), int(m.group(2))
+                s = s[m.end():]
+                continue
+            m = _P_RAY.match(s)
+            if m:
+                out.pid = int(m.group(1))
+                if m.group(2) and out.node is None:
+                    out.node = m.group(2)
                 s = s[m.end():]
                 continue
             break

@@ -615,3 +615,19 @@ def test_the_one_pass_look_back_answers_as_the_line_by_line_one():
                 assert T._look_back(buf, s, prev) == T._look_back_lines(buf, s, prev), (path, s)
                 checked += 1
     assert checked > 2000
+
+
+def test_a_ray_workers_prefix_is_read_as_its_pid_and_host():
+    """Ray prefixes every line a worker or actor prints with "(Name pid=N, ip=A)" or "(Name pid=N)": the
+    exception behind it is the worker's own (a real OpenRLHF log), and the ip is the line's host."""
+    from collectors.trainlog import clean_line
+
+    path = os.path.join(os.path.dirname(__file__), "corpus", "checkpoint-storage",
+                        "openrlhf-ray-critic-save-streamwriter-write-failed.log")
+    with open(path, encoding="utf-8") as fh:
+        res = parse_text(fh.read())
+    (exc,) = [f for f in res.findings if f.kind == "python-exception"][:1]
+    assert exc.attrs["type"] == "RuntimeError" and "file write failed" in exc.attrs["message"]
+    cl = clean_line("(CommandActor pid=552, ip=10.130.6.168)   File \"/opt/x/torch/distributed/elastic/"
+                    "rendezvous/c10d_rendezvous_backend.py\", line 73, in get_state")
+    assert (cl.pid, cl.node) == (552, "10.130.6.168") and cl.text.startswith("File \"")
