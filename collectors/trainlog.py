@@ -1629,6 +1629,7 @@ class _Scanner:
     # ---- the end ---------------------------------------------------------------------------
     def finish(self) -> ParseResult:
         self._extra_contexts()
+        self._cut_tracebacks()
         self._stragglers()
         self._oom_at_start()
         for kind in sorted(self.capped):
@@ -1650,6 +1651,27 @@ class _Scanner:
         return ParseResult(findings=self.findings, lines=lines, first_error=self._first_error(),
                            sources=list(self.sources), bytes_read=self.bytes_read, lines_read=self.lines_read,
                            truncated=truncated, warnings=self.warnings)
+
+    def _cut_tracebacks(self) -> None:
+        """A paste that ends inside a Python traceback, before its exception line (cut by the person
+        pasting, a full disk, a killed process): the innermost frame still says which layer the
+        program was in (a rendezvous store, a collective, a file read or write, a shared-memory
+        lock). Read where the whole input is kept (a paste, an excerpt), once per source."""
+        if self.full is None or self.bytes_read > FULL_LIMIT:
+            return
+        last: dict[str, list[CleanLine]] = {}
+        for cl in self.full:
+            if cl.text.strip():
+                tail = last.setdefault(cl.source, [])
+                tail.append(cl)
+                if len(tail) > 12:
+                    del tail[0]
+        for tail in last.values():
+            cut = _cut_traceback(tail)
+            if cut is not None:
+                cl, attrs = cut
+                self.findings.append(Finding(kind="traceback-cut", attrs=attrs, line=cl.text, line_no=cl.line_no,
+                                             rank=cl.rank, node=cl.node, source=cl.source, ts=cl.ts))
 
     def _event(self, e: _Event) -> None:
         """Keep a first-error candidate. An error storm (every rank printing its traceback for hours)
@@ -1864,6 +1886,43 @@ _TRAINING_FRAME = re.compile(
     r"\b\d+ iterations in\b")
 
 CLOCK_SKEW = 1.0  # seconds: two first errors this close on different hosts are both named
+
+
+_TB_FRAME = re.compile(r'(?:^|\s)File "([^"]+)", line (\d+), in (\S+)$')
+# an exception line, behind whatever prefix a launcher put before it
+_EXC_ANY = re.compile(r"(?:^|[\s\]>)])(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Fault)"
+                      r"(?::\s|:?$)")
+# The layer an innermost frame's file belongs to (the library's own module paths).
+_CUT_AREAS = (
+    ("rendezvous", re.compile(r"torch/distributed/(?:elastic/rendezvous/|rendezvous\.py)|c10d_rendezvous_backend")),
+    ("collective", re.compile(r"torch/distributed/(?:distributed_c10d|c10d_logger|_functional_collectives)\.py|"
+                              r"deepspeed/comm/|horovod/torch/mpi_ops")),
+    ("file-io", re.compile(r"torch/serialization\.py|torch/distributed/checkpoint/|safetensors/|h5py/|"
+                           r"tensorflow/python/(?:training/saver|checkpoint/|lib/io/file_io)|orbax/checkpoint/")),
+    ("shared-memory", re.compile(r"multiprocessing/(?:synchronize|shared_memory|heap)\.py|"
+                                 r"torch/multiprocessing/reductions\.py|torch/storage\.py.*share_memory")),
+)
+
+
+def _cut_traceback(tail: list[CleanLine]) -> tuple[CleanLine, dict] | None:
+    """The innermost frame of a traceback the input ends in before its exception line, with the
+    layer its file belongs to; None when the input does not end so or the file says nothing."""
+    i = len(tail) - 1
+    if i < 1:
+        return None
+    if not _TB_FRAME.search(tail[i].text):
+        # the source line printed under a frame; an exception line ends the traceback properly
+        if _EXC_ANY.search(tail[i].text) or not _TB_FRAME.search(tail[i - 1].text):
+            return None
+        i -= 1
+    m = _TB_FRAME.search(tail[i].text)
+    if not any(_TB_FRAME.search(c.text) or _TB_HEAD in c.text for c in tail[:i]):
+        return None  # one frame-like line alone is not a traceback
+    path = m.group(1).replace("\\", "/")
+    for area, rx in _CUT_AREAS:
+        if rx.search(path):
+            return tail[i], {"area": area, "path": path, "function": m.group(3)}
+    return None
 
 
 def _elsewhere(a: LogLine, b: LogLine) -> bool:

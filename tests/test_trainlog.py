@@ -631,3 +631,23 @@ def test_a_ray_workers_prefix_is_read_as_its_pid_and_host():
     cl = clean_line("(CommandActor pid=552, ip=10.130.6.168)   File \"/opt/x/torch/distributed/elastic/"
                     "rendezvous/c10d_rendezvous_backend.py\", line 73, in get_state")
     assert (cl.pid, cl.node) == (552, "10.130.6.168") and cl.text.startswith("File \"")
+
+
+@pytest.mark.parametrize("name, cut_at, area", [
+    # real corpus logs cut just before their exception line, as a truncated paste is
+    ("checkpoint-storage/dolly-torch-save-errno28-no-space.log", "OSError: [Errno 28]", "file-io"),
+    ("communication/adaface-tcpstore-client-socket-timeout.log", "TimeoutError: The client socket", "rendezvous"),
+])
+def test_a_traceback_cut_before_its_exception_is_read_from_its_innermost_frame(name, cut_at, area):
+    path = os.path.join(os.path.dirname(__file__), "corpus", name)
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    cut = text[:text.index(cut_at)]
+    cut = cut[:cut.rindex("\n") + 1]
+    (found,) = [f for f in parse_text(cut).findings if f.kind == "traceback-cut"]
+    assert found.attrs["area"] == area and "File \"" in found.line
+    # the whole log ends with its exception: nothing is inferred from frames
+    assert not [f for f in parse_text(text).findings if f.kind == "traceback-cut"]
+    # a frame in the user's own code says nothing about the layer
+    own = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\n'
+    assert not [f for f in parse_text(own).findings if f.kind == "traceback-cut"]
