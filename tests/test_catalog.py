@@ -178,3 +178,15 @@ def test_the_specific_message_wins_over_the_generic_one_it_contains(shipped):
     hits = shipped.match_line("RuntimeError: CUDA error: CUSPARSE_STATUS_ALLOC_FAILED when calling "
                               "`cusparseCreate(handle)`")
     assert "gpu-memory" in {r.category for r, _ in hits}, [r.id for r, _ in hits]
+
+
+def test_a_line_cut_short_must_agree_with_the_message_as_far_as_it_goes():
+    """A console or a paste may cut a message short, and its opening still names it; but the rest of
+    the line must agree: mlx5's boot-time "Cable plugged" is not "Cable unplugged" cut short."""
+    from knowledge.catalog import load
+
+    cat = load()
+    ids = lambda line: {row.id for row, _ in cat.match_line(line)}  # noqa: E731
+    assert "linux-mlx5-cable-unplugged" not in ids("mlx5_core 0000:3b:00.0: Port module event: module 0, Cable plugged")
+    assert "linux-mlx5-cable-unplugged" in ids("mlx5_core 0000:3b:00.0: Port module event: module 0, Cable unplu")
+    assert "linux-mlx5-cable-unplugged" in ids("mlx5_core 0000:3b:00.0: Port module event: module 0, Cable unplugged")

@@ -513,7 +513,7 @@ class Catalog:
             # the line holds the start of the message and stops soon after: a message cut short
             # (a console, a pasted excerpt) is still that message
             row = self.rows[i]
-            if id(row) not in matched and len(low) - end - 1 <= HEAD_TAIL:
+            if id(row) not in matched and len(low) - end - 1 <= HEAD_TAIL and _cut_short_of(row, low[end + 1:]):
                 matched.add(id(row))
                 found.append((row, {}, 0, 0, []))
         if len(found) > 1:
@@ -581,6 +581,36 @@ def _head(row: Row) -> str | None:
         return None  # the whole message is one literal: the full match covers it
     head = " ".join(pieces[0].literal.split()).lower()
     return head if len(head) >= HEAD else None
+
+
+def _cut_short_of(row: Row, rest: str) -> bool:
+    """``rest`` (what follows the message's opening literal on the line, lower case) could be the
+    message cut short: every literal it reaches agrees, as far as the line goes, and every number
+    placeholder holds a number. "..., Cable plugged" is not "..., Cable unplugged" cut short."""
+    pieces = _pieces(row.text or "")
+    while pieces and pieces[0].literal is None:
+        pieces.pop(0)
+    pos, n = 0, len(rest)
+    for piece in pieces[1:]:
+        while pos < n and rest[pos] == " ":  # the line's whitespace was folded, the head's trimmed
+            pos += 1
+        if pos >= n:
+            return True
+        if piece.literal is not None:
+            lit = " ".join(piece.literal.split()).lower()
+            seen = rest[pos:pos + len(lit)]
+            if not lit.startswith(seen):
+                return False
+            pos += len(lit)
+            continue
+        body = _CONV_RE.get(piece.conv)
+        if body is None:
+            return True  # a free-text placeholder: where it ends cannot be told
+        m = re.match(body, rest[pos:])
+        if m is None:
+            return False
+        pos += m.end()
+    return True
 
 
 def _wraps(o, h) -> bool:
