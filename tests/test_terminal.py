@@ -4,6 +4,7 @@ terminal, each fact once, in English and in Chinese (full-width punctuation)."""
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,28 @@ def test_a_command_that_changes_shared_state_carries_its_caution_everywhere(engi
                        and "reset" not in c["command"] and "rm " not in c["command"])
         buf = io.StringIO()
         terminal.render(doc, file=buf)
-        flat = " ".join(buf.getvalue().split())
-        assert f"⚠ {word}" in flat and " ".join(drain["caution"].split())[:40] in flat
+        flat = "".join(buf.getvalue().split())  # Chinese wraps between characters: compare without spaces
+        assert f"⚠{word}" in flat and "".join(drain["caution"].split())[:40] in flat
         assert drain["caution"] in markdown.render(doc)
         assert word in json.dumps(blocks.render(doc).blocks, ensure_ascii=False)
+
+
+def test_chinese_wraps_between_characters_and_fills_its_rows():
+    """A Chinese paragraph (a real entry's zh text) wraps as Chinese is written: rows are filled to the
+    width, never wider, no row starts with closing punctuation, and English words stay whole."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    from bot.render.terminal import _wrap_cjk
+    from knowledge.loader import load_dir
+
+    entries, _ = load_dir(Path(__file__).resolve().parent.parent / "knowledge" / "entries")
+    zh = next(e for e in entries if e.id == "ib-transport-retry-exceeded").cause["zh"]
+    words = set(re.findall(r"[A-Za-z_]{4,}", zh))
+    for room in (40, 60, 78):
+        rows = [r.plain for r in _wrap_cjk(Text(zh), room)]
+        assert "".join(rows).replace(" ", "") == zh.replace(" ", "").replace("\n", "")
+        assert all(cell_len(r) <= room for r in rows)
+        assert all(r[:1] not in "，。、；：）" for r in rows[1:])
+        assert all(cell_len(r) >= room - 12 for r in rows[:-1])  # no half-empty rows before a long run
+        assert words <= set(re.findall(r"[A-Za-z_]{4,}", " ".join(rows)))  # no English word split

@@ -9,6 +9,8 @@ tier with its cost, and what else to check. The details follow, each fact once.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, TextIO
 
 from bot.messages import t
@@ -33,6 +35,45 @@ def _files(sources: list[str], lang: str) -> str:
     return t("files_folded", lang, n=len(sources), first=sources[0], last=sources[-1])
 
 
+_CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]")
+# no line starts with closing punctuation, none ends with opening punctuation (Chinese line breaking)
+_NO_START = set("，。、；：？！）」』】》〉”’.,;:?!)]}%")
+_NO_END = set("（「『【《〈“‘([{")
+
+
+def _wrap_cjk(txt, room: int) -> list:
+    """Wrap a rich Text holding Chinese: a line may break between any two Chinese characters, as
+    Chinese is written, not only at spaces (rich's wrap treats a run of Chinese as one long word and
+    leaves half-empty rows before it); English words inside stay whole. Styles are kept."""
+    from rich.cells import get_character_cell_size
+
+    plain = txt.plain
+    breaks: list[int] = []
+    start, width, last_ok = 0, 0, None
+    i = 0
+    while i < len(plain):
+        ch = plain[i]
+        if i > start and (ch == " " or _CJK.match(ch) or _CJK.match(plain[i - 1])) \
+                and ch not in _NO_START and plain[i - 1] not in _NO_END:
+            last_ok = i
+        width += get_character_cell_size(ch)
+        if width > room and i > start:
+            cut = last_ok if last_ok is not None and last_ok > start else i
+            breaks.append(cut)
+            while cut < len(plain) and plain[cut] == " ":
+                cut += 1
+            start, last_ok = cut, None
+            width = sum(get_character_cell_size(c) for c in plain[start:i + 1])
+        i += 1
+    out = []
+    for k, ln in enumerate(txt.divide(breaks)):
+        lead = len(ln.plain) - len(ln.plain.lstrip(" ")) if k else 0
+        row = ln[lead:] if lead else ln
+        row.rstrip()
+        out.append(row)
+    return out
+
+
 def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     from rich.console import Console
     from rich.text import Text
@@ -55,7 +96,8 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
     def _hanging(txt: Text, indent: int, hang: int):
         from rich.console import Group
 
-        lines = txt.wrap(console, max(width - indent - hang, 10))
+        room = max(width - indent - hang, 10)
+        lines = _wrap_cjk(txt, room) if _CJK.search(txt.plain) else txt.wrap(console, room)
         rows = []
         for i, row in enumerate(lines):
             pad = indent if i == 0 else indent + hang
