@@ -225,20 +225,29 @@ def _check_rule(rule: Any, err, path: tuple) -> None:
             err(path + (key,), f"finding kind {kind!r} has no attribute {name!r}; it has: {', '.join(attrs)}")
         elif key.startswith(("min_", "max_")) and not isinstance(val, (int, float)):
             err(path + (key,), f"{key} must be a number")
+        elif not all(isinstance(v, (str, int, float, bool)) for v in (val if isinstance(val, list) else [val])):
+            # nested values have no meaning here, and aliased ones would expand when stored
+            err(path + (key,), f"{key} must be text, a number, true/false or a list of them")
 
 
-def _check_sizes(data: Any, err, path: tuple = ()) -> None:
-    """Every list, title and text within :data:`LIMITS`, each excess reported once where it is."""
+def _check_sizes(data: Any, err, path: tuple = (), seen: set[int] | None = None) -> None:
+    """Every list, title and text within :data:`LIMITS`, each excess reported once where it is.
+    A mapping or list that YAML aliases share is looked at once (a billion laughs stays small)."""
+    seen = set() if seen is None else seen
+    if isinstance(data, (dict, list)):
+        if id(data) in seen:
+            return
+        seen.add(id(data))
     if isinstance(data, dict):
         for key, val in data.items():
-            _check_sizes(val, err, path + (key,))
+            _check_sizes(val, err, path + (key,), seen)
     elif isinstance(data, list):
         if len(data) > LIMITS["items"]:
             err(path, f"{'.'.join(map(str, path)) or 'a list'} has {len(data)} items; an entry allows at most "
                       f"{LIMITS['items']} (split it into several entries)")
             return
         for i, val in enumerate(data):
-            _check_sizes(val, err, path + (i,))
+            _check_sizes(val, err, path + (i,), seen)
     elif isinstance(data, str):
         cap = LIMITS["title"] if path[:1] == ("title",) else LIMITS["text"]
         if len(data) > cap:

@@ -86,6 +86,28 @@ def test_50_000_deep_yaml_is_a_syntax_error_not_a_traceback(tmp_path, capsys):
     assert "Traceback" not in err and "RecursionError" not in err
 
 
+LAUGHS = ('[&a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"], '
+          + ", ".join(f"&a{n} [" + ",".join([f"*a{n - 1}"] * 9) + "]" for n in range(1, 10)) + "]")
+
+
+def test_a_billion_laughs_is_refused_at_once_wherever_it_is(tmp_path, capsys):
+    """YAML aliases nine deep (9^10 strings if expanded) in phrases, a title or a finding rule's value."""
+    cases = {"phrases": "phrases: " + LAUGHS,
+             "title": 'title: {en: ' + LAUGHS + ', zh: "x"}',
+             "findings": "findings: [{kind: xid, code: " + LAUGHS + "}]"}
+    for name, line in cases.items():
+        path = tmp_path / f"team-laughs-{name}.yaml"
+        text = GOOD.format(id=path.stem)
+        key = line.split(":", 1)[0] + ":"
+        text = "\n".join(ln for ln in text.splitlines() if not ln.startswith(key)) + "\n" + line + "\n"
+        path.write_text(text)
+        started = time.perf_counter()
+        assert main(["--data-dir", str(tmp_path / "data"), "kb", "add", str(path)]) == 1, name
+        assert time.perf_counter() - started < 10, name
+        err = capsys.readouterr().err
+        assert f"team-laughs-{name}.yaml:" in err and "Traceback" not in err, err
+
+
 def test_the_shipped_entries_are_within_the_limits():
     entries, errors = load_dir(examples=False)
     assert entries and not errors
