@@ -190,6 +190,8 @@ KINDS: dict[str, dict[str, str]] = {
                      "gpu_numa_id": "GPU NUMA ID (Grace/C2C systems)",
                      "nvlink": "narrowest NVLink width to a peer GPU, e.g. NV12", "nvlink_links": "its link count",
                      "nvlink_peers": "peer GPUs reached over NVLink", "peer_link": "the farthest path to a peer GPU"},
+    "ib-netdev": {"device": "RDMA device, e.g. mlx5_0", "port": "port number", "netdev": "its network interface",
+                  "state": "the interface's state (Up/Down), not the IB link's"},
     "traceback-cut": {"area": "rendezvous, collective, file-io or shared-memory: the layer of the innermost frame",
                       "path": "that frame's file", "function": "that frame's function"},
     "py-stack": {"pid": "process id", "command": "its command line (py-spy's Process line)",

@@ -72,8 +72,15 @@ def _idle_gpu(f: Finding, node: list[Finding]) -> str | None:
     return None
 
 
+def _netdev_state(f: Finding, node: list[Finding]) -> str | None:
+    if f.kind == "ib-netdev":
+        return ("ibdev2netdev's Up/Down is the network interface's (IPoIB, Ethernet), not the InfiniBand "
+                "link's: a name map, not a fault (ibstat gives the link)")
+    return None
+
+
 RULES: tuple[Callable[[Finding, list[Finding]], str | None], ...] = (
-    _disabled_port, _spare_ethernet_port, _read_only_image, _idle_gpu,
+    _disabled_port, _spare_ethernet_port, _read_only_image, _idle_gpu, _netdev_state,
 )
 
 

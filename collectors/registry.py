@@ -34,8 +34,8 @@ class Collector:
 # Module names under collectors/node/, in the order collectors run and are shown.
 MODULES = (
     "kernel_log", "nvidia_smi", "nvidia_smi_query", "nvidia_smi_q", "nvidia_smi_topo", "nvml",
-    "ibstat", "ibstatus", "ip_link", "ethtool_s", "perfquery", "df", "free", "ulimit_l", "processes", "iostat",
-    "py_spy",
+    "ibstat", "ibstatus", "ibdev2netdev", "ip_link", "ethtool_s", "perfquery", "df", "free", "ulimit_l",
+    "processes", "iostat", "py_spy",
 )
 
 

@@ -122,6 +122,7 @@ HEALTHY: dict[str, Behaviour] = {
     "dmesg": "kernel-log/09-banner-only.constructed.txt",    # driver banner, no Xid
     "journalctl": "kernel-log/09-banner-only.constructed.txt",
     "ibstat": "ibstat/07.txt",                     # two ports Active/LinkUp
+    "ibdev2netdev": "ibdev2netdev/01.txt",         # 12 ports and their interfaces (IPoIB ones Down)
     "perfquery": "perfquery/01.txt",               # all error counters 0
     "ethtool": "ethtool-S/01.txt",                 # zero discards/errors
     "ip": "ip-link/02-lo-up.constructed.txt",

@@ -396,3 +396,18 @@ def test_oom_killer_uid_cgroup_and_scope(name):
     assert kill.attrs["scope"] == ("global" if want["global_oom"] else "cgroup")
     assert kill.attrs["task_memcg"].startswith(f"/user.slice/user-{victim['uid']}.slice")
     assert kill.attrs["total_vm_kb"] > kill.attrs["anon_rss_kb"] > 0
+
+
+def test_ibdev2netdev_maps_ports_to_interfaces_and_blames_nothing():
+    """A real H100 node (ibdev2netdev | column -t, with the poster's # notes): 12 ports with their
+    interfaces; the IPoIB interfaces read Down while the fabric works, so no finding is a fault."""
+    from collectors import healthy
+    from collectors.node.ibdev2netdev import parse
+
+    text = (Path(__file__).resolve().parent / "fixtures" / "ibdev2netdev" / "01.txt").read_text()
+    findings, notes = parse(text)
+    assert not notes and len(findings) == 12
+    first = findings[0].attrs
+    assert first == {"device": "mlx5_0", "port": 1, "netdev": "ibp26s0", "state": "Down"}
+    assert [f.attrs["netdev"] for f in findings if f.attrs["state"] == "Up"] == ["enp27s0f0np0", "enp157s0f0np0"]
+    assert all(f.normal for f in healthy.mark(findings))
