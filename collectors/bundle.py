@@ -34,6 +34,7 @@ MAX_MEMBER = 4 * 1024 ** 3
 MAX_TOTAL = 8 * 1024 ** 3  # a bundle that unpacks to more is refused (a small archive can expand hugely)
 MAX_NODE_FILE = 64 * 1024 ** 2  # a collector's output (gpu-triage writes at most 32 MB of it)
 MAX_MANIFEST = 64 * 1024 ** 2  # manifest.json (about 40 000 nodes of 16 collectors each)
+MAX_LOG = 256 * 1024 ** 2  # a training log copied into a bundle: its last 256 MB (the failure is at the end)
 
 
 class BundleError(Exception):
@@ -64,6 +65,25 @@ def _open_log(path: Path):
     with open(path, "rb") as fh:
         magic = fh.read(2)
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def _open_log_tail(path: Path):
+    """:func:`_open_log` positioned at the log's last ``MAX_LOG`` bytes (of its text, for gzip:
+    counted by reading it through once, never held), so a 100 GB log or a gzip bomb named by an
+    inventory or given to ``collect --local`` cannot fill the disk."""
+    import gzip
+
+    src = _open_log(path)
+    if not isinstance(src, gzip.GzipFile):  # a plain file: its size is known
+        size = os.fstat(src.fileno()).st_size
+    else:
+        size = 0
+        while chunk := src.read(1 << 20):
+            size += len(chunk)
+        src.seek(0)
+    if size > MAX_LOG:
+        src.seek(size - MAX_LOG)
+    return src
 
 
 def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str | None = None,
@@ -112,7 +132,7 @@ def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str 
                 if not target.name.endswith(".txt"):
                     target = target.with_name(target.name + ".txt")
                 if isinstance(content, Path):
-                    with _open_log(content) as src, open(target, "wb", opener=_private) as out:
+                    with _open_log_tail(content) as src, open(target, "wb", opener=_private) as out:
                         redact_stream(src, out)
                 else:
                     _write_private(target, redact(content))

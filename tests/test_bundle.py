@@ -151,6 +151,21 @@ def test_a_bundle_is_written_for_its_owner_alone_whatever_the_umask(tmp_path):
         assert {m.mode for m in tar.getmembers() if m.isfile()} == {0o600}
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_job_log_is_copied_to_its_last_part(tmp_path, monkeypatch, packed):
+    import gzip
+
+    from collectors import bundle as bmod
+
+    monkeypatch.setattr(bmod, "MAX_LOG", 2000)
+    text = b"step 1 loss 1.0\n" * 1000 + b"RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    log = tmp_path / ("train.log.gz" if packed else "train.log")
+    log.write_bytes(gzip.compress(text) if packed else text)
+    folder = write_bundle(tmp_path / "b", sample_nodes(), logs={"train.log": log})
+    copied = (folder / "log" / "train.log.txt").read_bytes()
+    assert len(copied) == 2000 and copied.endswith(b"Tried to allocate 2.00 GiB\n")
+
+
 def test_a_refused_archive_leaves_nothing_unpacked(tmp_path, monkeypatch):
     import tempfile
 
