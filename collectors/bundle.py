@@ -127,7 +127,15 @@ def write_bundle(dest: str | Path, nodes: Mapping[str, NodeResult], *, job: str 
                     # text would break the pickle), under its own name (the rank is at its end);
                     # it holds op names, sizes and stack frames, read by the restricted reader
                     with open(content, "rb") as src, open(target, "wb", opener=_private) as out:
-                        shutil.copyfileobj(src, out)
+                        # at most one byte past the reader's limit: a larger dump is refused when read,
+                        # by name, instead of filling the bundle
+                        left = flight_recorder.MAX_DUMP_BYTES + 1
+                        while left > 0:
+                            block = src.read(min(left, 1 << 20))
+                            if not block:
+                                break
+                            out.write(block)
+                            left -= len(block)
                     continue
                 if not target.name.endswith(".txt"):
                     target = target.with_name(target.name + ".txt")

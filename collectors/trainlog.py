@@ -47,7 +47,7 @@ TAIL_LINES = 5_000
 SMALL_CHUNK = 1 << 20  # read size while the input may still be "small"
 BIG_CHUNK = 16 << 20  # read size once it is not
 MAX_LINE_BYTES = 8 << 20  # a "line" longer than this is cut, to keep memory bounded
-MAX_TEXT = 4000  # characters kept of one line
+MAX_TEXT = 4000  # characters kept of one line (its first and last halves)
 SNIFF = 8192
 LITERAL_PREFIX = 16  # characters of each keyword the prefilter looks for
 FINDING_CAP = 5_000  # per kind; a log repeating one warning a million times gains nothing
@@ -596,7 +596,10 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
         break
     out.text = s.strip()
     if len(out.text) > MAX_TEXT:
-        out.text = out.text[:MAX_TEXT] + " …"
+        # a huge line keeps its start and its end: the error a program prints last (after a progress
+        # bar, a dump, a 100 MB line of padding) is at the end
+        half = MAX_TEXT // 2
+        out.text = out.text[:half] + " … " + out.text[-half:].lstrip()
     return out, tkey, yearless
 
 

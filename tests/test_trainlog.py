@@ -651,3 +651,15 @@ def test_a_traceback_cut_before_its_exception_is_read_from_its_innermost_frame(n
     # a frame in the user's own code says nothing about the layer
     own = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\n'
     assert not [f for f in parse_text(own).findings if f.kind == "traceback-cut"]
+
+
+def test_a_huge_line_keeps_the_error_at_its_end(tmp_path):
+    """A 20 MB single line (padding, a progress dump) that ends in the error: the scan keeps each
+    over-long line's start and end, so the error is still read."""
+    path = tmp_path / "one-line.log"
+    with open(path, "wb") as fh:
+        fh.write(b"a" * (20 << 20))
+        fh.write(b" RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    res = parse_paths([str(path)])
+    assert any(f.kind == "cuda-oom" for f in res.findings)
+    assert all(len(ln.text) <= 4010 for ln in res.lines)
