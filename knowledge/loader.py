@@ -36,7 +36,7 @@ DRIVERS = ("gpu-count", "network", "reproducibility", "parts")
 LANGS = ("en", "zh")
 
 REQUIRED = ("id", "category", "title", "cause", "next_commands", "fix", "support", "references", "examples")
-OPTIONAL = ("signatures", "phrases", "findings", "symptom", "backstop", "check_next")
+OPTIONAL = ("signatures", "phrases", "findings", "symptom", "backstop", "check_next", "requires")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 URL_RE = re.compile(r"^https?://\S+$")
 # Sizes an entry may have (curated entries stay far below: titles under 140 characters, files
@@ -104,13 +104,16 @@ class Entry:
     # families (backstops) of other categories that an expert checks next when this entry is the
     # answer (bot.engine.alternatives): the readings its messages themselves admit
     check_next: list[str] = field(default_factory=list)
+    # finding kinds one of which must be present (or a signature match) for this entry to be confident:
+    # an entry about one kind of failure is not made by generic evidence alone
+    requires: list[str] = field(default_factory=list)
     origin: str = "curated"  # curated | team
     path: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id, "category": self.category, "title": self.title, "symptom": self.symptom,
-            "backstop": self.backstop, "check_next": self.check_next, "signatures": self.signatures, "phrases": self.phrases, "findings": self.findings,
+            "backstop": self.backstop, "check_next": self.check_next, "requires": self.requires, "signatures": self.signatures, "phrases": self.phrases, "findings": self.findings,
             "cause": self.cause, "next_commands": self.next_commands, "fix": self.fix,
             "support": self.support, "references": self.references, "examples": self.examples,
             "origin": self.origin, "path": self.path,
@@ -302,6 +305,10 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
     for i, other in enumerate(nxt):
         if not ID_RE.match(other):
             err(("check_next", i), f"check_next names entry ids; {other!r} is not one")
+    for i, kind in enumerate(_string_list(data.get("requires"), "requires", err, ("requires",))):
+        if kind not in KINDS and kind != "signature":
+            err(("requires", i), f"requires names finding kinds (or 'signature'); {kind!r} is not one "
+                                 "(collectors/findings.py KINDS)")
     rules = data.get("findings") or []
     if not isinstance(rules, list):
         err(("findings",), "findings must be a list of rules")
@@ -375,7 +382,7 @@ def validate(data: Any, path: Path, lines: _Lines) -> tuple[Entry | None, list[E
         examples={"match": ex.get("match") or [], "near_miss": ex.get("near_miss") or []},
         signatures=sigs, phrases=data.get("phrases") or [], findings=rules,
         symptom=bool(data.get("symptom", False)), backstop=bool(data.get("backstop", False)),
-        check_next=list(data.get("check_next") or []), path=str(path),
+        check_next=list(data.get("check_next") or []), requires=list(data.get("requires") or []), path=str(path),
     )
     return entry, errors
 

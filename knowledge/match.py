@@ -432,6 +432,14 @@ class Matcher:
                                 f"+{W_FIRST_ERROR}：包含时间上最早的错误（第 {n} 行）"))
         confidence = 1.0 - math.prod(1.0 - w for w in weights)
         confidence = min(confidence * penalty, 0.99)
+        if entry.requires and not sig_hits and phrase_hit is None and not any(by_kind.get(k) for k in entry.requires):
+            # an entry about one kind of failure, held up only by evidence every failure of its
+            # family shows (a timeout, a laggard): not without its own kind of fact
+            if confidence > SUPPORT_ONLY_CAP:
+                confidence = SUPPORT_ONLY_CAP
+                kinds = ", ".join(entry.requires)
+                explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: none of the facts it requires ({kinds}) was found",
+                                    f"上限 {SUPPORT_ONLY_CAP}：没有找到它所要求的事实（{kinds}）"))
         if not primary and len(specific_kinds) >= 2:
             explain.append(Said("two kinds of supporting findings agree: no cap", "两类辅助发现相互印证：不设上限"))
         elif not primary:

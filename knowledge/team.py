@@ -19,7 +19,7 @@ import yaml
 from knowledge.loader import Entry, EntryError, Finder, _Lines, check_examples, load_dir, parse_yaml, validate
 from knowledge.loader import _load as load_entry_file
 
-KEY_ORDER = ("id", "category", "title", "symptom", "check_next", "signatures", "phrases", "findings", "cause",
+KEY_ORDER = ("id", "category", "title", "symptom", "check_next", "requires", "signatures", "phrases", "findings", "cause",
              "next_commands", "fix", "support", "references", "examples")
 
 
@@ -82,7 +82,7 @@ def to_data(entry: Entry) -> dict[str, Any]:
         value = doc.get(key)
         if key == "symptom" and not value:
             continue
-        if key in ("signatures", "phrases", "findings", "check_next") and not value:
+        if key in ("signatures", "phrases", "findings", "check_next", "requires") and not value:
             continue
         if key == "examples":
             value = {k: v for k, v in value.items() if v}

@@ -98,3 +98,24 @@ def test_literal_anchor():
     assert literal_anchor("Watchdog caught collective") == "watchdog caught collective"
     assert literal_anchor(r"NCCL WARN NET/IB.*error \d+") == "nccl warn net/ib"
     assert literal_anchor("(foo|bar)") is None
+
+
+def test_an_entry_about_one_failure_is_not_made_by_generic_evidence(engine):
+    """A hang where 63 of 64 ranks time out and one never reports: a laggard and timeouts, nothing
+    else. The entries whose failure needs its own fact (an OOM on one rank; a checkpoint save) stay
+    below the bar; the watchdog entry answers."""
+    from bot.render import as_dict
+
+    lines = [f"[rank{r}]: step 41200 | loss 2.01\n" for r in range(64)]
+    lines += [f"[rank{r}]:[E1206 18:44:{12 + r % 40:02d}.715298746 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog "
+              "caught collective operation timeout: WorkNCCL(SeqNum=41201, OpType=ALLREDUCE, NumelIn=1048576, "
+              "NumelOut=1048576, Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n"
+              for r in range(64) if r != 17]
+    doc = as_dict(engine.diagnose_text("".join(lines)), explain=True)
+    confident = {c["id"]: c["confidence"] for c in doc["causes"] if not c.get("alternative")}
+    assert doc["causes"][0]["id"] == "nccl-watchdog-timeout"
+    assert "cuda-oom-rank-imbalance" not in confident and "ckpt-save-exceeds-collective-timeout" not in confident
+    # with the OOM on that rank (before the others time out), the imbalance entry is back
+    oom = "[rank17]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    ids = [c["id"] for c in as_dict(engine.diagnose_text("".join(lines[:64]) + oom + "".join(lines[64:])))["causes"]]
+    assert "cuda-oom-rank-imbalance" in ids
