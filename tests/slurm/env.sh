@@ -1,7 +1,7 @@
 # Sourced by setup.sh and teardown.sh: where the test cluster lives. Everything Slurm and munge
 # read or write for the tests is under this private prefix (configuration, key, socket, state,
 # spool, logs, PID files) and they listen on their own ports, so the machine's own Slurm and munge
-# (/etc/slurm, /etc/munge, /run, ports 6817/6818) are never read, written or signalled.
+# (their configuration, state, PID files and default ports) are never read, written or signalled.
 # tests/conftest_cluster.py computes the same prefix.
 PREFIX=${GPU_TRIAGE_SLURM_PREFIX:-${TMPDIR:-/tmp}/gpu-triage-slurm}
 CTLD_PORT=${GPU_TRIAGE_SLURMCTLD_PORT:-16817}

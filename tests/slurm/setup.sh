@@ -5,8 +5,8 @@
 # nothing (.ci/run installs the Debian packages slurm-wlm and munge). Everything it writes is under
 # a private prefix (tests/slurm/env.sh: $GPU_TRIAGE_SLURM_PREFIX, default $TMPDIR/gpu-triage-slurm):
 # slurm.conf, a munge key and socket, state, spool, logs and PID files; munged, slurmctld and slurmd
-# run as plain background daemons on their own ports (16817/16818). It never reads or writes
-# /etc/slurm, /etc/munge or /run, never signals a system daemon, and refuses to start when its ports
+# run as plain background daemons on their own ports (16817/16818). It never reads or writes the
+# machine's own Slurm or munge configuration, state or PID files, never signals a system daemon, and refuses to start when its ports
 # are taken by something else. Stop everything with tests/slurm/teardown.sh.
 #
 # Needs root (slurmd runs as root). Exit 0: the cluster answers; exit 1: it could not be started,
