@@ -7,6 +7,8 @@ as the poster had them); nothing here was written for the test.
 
 import pytest
 
+from entry_cases import diagnosed_first, each_has_a_line_a_near_miss_and_sources, not_brought
+
 # (entry id, real line, where it was posted)
 MATCH = [
     ("nvswitch-fabric-manager-not-ready",
@@ -128,27 +130,16 @@ NEAR_MISS = [
 
 @pytest.mark.parametrize("eid, line, source", MATCH, ids=[f"{m[0]}-{i}" for i, m in enumerate(MATCH)])
 def test_the_real_line_is_diagnosed_as_its_entry_first(engine, eid, line, source):
-    d = engine.diagnose_text(line)
-    assert d.causes, f"no cause for {line!r} ({source})"
-    assert d.causes[0].id == eid, [(c.id, c.confidence) for c in d.causes]
-    assert d.causes[0].confidence >= 0.5
-    assert d.causes[0].evidence and d.causes[0].evidence[0].line.strip()
+    diagnosed_first(engine, eid, line, source)
 
 
 @pytest.mark.parametrize("eid, line, source", NEAR_MISS, ids=[n[0] for n in NEAR_MISS])
 def test_a_line_that_looks_alike_does_not_bring_the_entry(engine, eid, line, source):
-    d = engine.diagnose_text(line)
-    assert eid not in [c.id for c in d.causes], [(c.id, c.confidence) for c in d.causes]
+    not_brought(engine, eid, line)
 
 
 def test_every_new_entry_has_a_real_line_and_a_near_miss(engine):
-    ids = {m[0] for m in MATCH}
-    assert ids == {n[0] for n in NEAR_MISS}
-    entries = {e.id: e for e in engine.matcher.entries}
-    for eid in ids:
-        e = entries[eid]
-        assert e.references and all(r.startswith("https://") for r in e.references), eid
-        assert e.title["zh"] != e.title["en"] and e.cause["zh"] != e.cause["en"], eid
+    each_has_a_line_a_near_miss_and_sources(engine, MATCH, NEAR_MISS)
 
 
 def test_an_xid_beside_a_cuda_error_is_the_diagnosis(engine):

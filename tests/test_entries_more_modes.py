@@ -9,8 +9,13 @@ test, with one exception said where it stands (XID 46, of which no captured line
 
 import pytest
 
+from entry_cases import diagnosed_first, each_has_a_line_a_near_miss_and_sources, not_brought
+
 # (entry id, real line, where it was posted)
 MATCH = [
+    ("straggler-slow-rank",
+     "STRAGGLER DETECTION WARNING: Some GPUs have worse relative performance. Affected ranks: [76, 13, 45]",
+     "https://github.com/NVIDIA/nvidia-resiliency-ext/blob/main/docs/source/straggler_det/usage_guide.rst"),
     ("ib-link-flap-host",
      "[Tue Feb 14 18:48:25 2023] mlx5_core 0000:02:00.0 ens2f0np0: Link down",
      "https://lore.kernel.org/all/20230424225442.18916-1-mgurtovoy@nvidia.com/"),
@@ -43,6 +48,8 @@ MATCH = [
 
 # (entry id, a benign or different line that looks alike, where it was posted)
 NEAR_MISS = [
+    ("straggler-slow-rank", " Straggler report processing time: 0.042 sec.",
+     "https://github.com/NVIDIA/nvidia-resiliency-ext/blob/main/docs/source/straggler_det/usage_guide.rst"),
     ("ib-link-flap-host",  # a cable seen at boot, not lost
      "[   11.097374] mlx5_core 0004:01:00.0: Port module event: module 0, Cable plugged",
      "https://github.com/geerlingguy/arm-nas/issues/16"),
@@ -63,27 +70,16 @@ NEAR_MISS = [
 
 @pytest.mark.parametrize("eid, line, source", MATCH, ids=[f"{m[0]}-{i}" for i, m in enumerate(MATCH)])
 def test_the_real_line_is_diagnosed_as_its_entry_first(engine, eid, line, source):
-    d = engine.diagnose_text(line)
-    assert d.causes, f"no cause for {line!r} ({source})"
-    assert d.causes[0].id == eid, [(c.id, c.confidence) for c in d.causes]
-    assert d.causes[0].confidence >= 0.5
-    assert d.causes[0].evidence and d.causes[0].evidence[0].line.strip()
+    diagnosed_first(engine, eid, line, source)
 
 
 @pytest.mark.parametrize("eid, line, source", NEAR_MISS, ids=[f"{n[0]}-{i}" for i, n in enumerate(NEAR_MISS)])
 def test_a_line_that_looks_alike_does_not_bring_the_entry(engine, eid, line, source):
-    d = engine.diagnose_text(line)
-    assert eid not in [c.id for c in d.causes], [(c.id, c.confidence) for c in d.causes]
+    not_brought(engine, eid, line)
 
 
 def test_every_new_entry_has_a_real_line_and_a_near_miss(engine):
-    ids = {m[0] for m in MATCH}
-    assert ids == {n[0] for n in NEAR_MISS}
-    entries = {e.id: e for e in engine.matcher.entries}
-    for eid in ids:
-        e = entries[eid]
-        assert e.references and all(r.startswith("https://") for r in e.references), eid
-        assert e.title["zh"] != e.title["en"] and e.cause["zh"] != e.cause["en"], eid
+    each_has_a_line_a_near_miss_and_sources(engine, MATCH, NEAR_MISS)
 
 
 @pytest.mark.parametrize("line, source", [
