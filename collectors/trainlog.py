@@ -160,13 +160,14 @@ _STATE = [
 ]
 # Once the input is large, no STATE line is visited: the ranks are gathered from each chunk at once,
 # and a rule's line looks back STATE_BACK lines for the last shared-memory name and file frame.
-_NRANKS_B = re.compile(rb"\brank (\d+) nranks (\d+)")  # as _extract reads it: case-sensitive
-_NRANKS_FAST = re.compile(rb"rank (\d+) nranks (\d+)")  # a literal start: re searches it 8x faster
+# "rank N nranks M" as _extract reads it (case-sensitive); starting with a literal lets re search it
+# 8x faster than the same pattern behind \b, so the word boundary is checked by hand
+_NRANKS_FAST = re.compile(rb"rank (\d+) nranks (\d+)")
 
 
 def _nranks(buf: bytes) -> list[tuple[bytes, bytes]]:
-    """``_NRANKS_B.findall(buf)``, with the word boundary checked by hand (a pattern that starts
-    with ``\\b`` loses re's fast literal search; NCCL INFO logs hold one such line per rank and comm)."""
+    """Every ``rank N nranks M`` of ``buf`` that starts a word (NCCL INFO logs hold one per rank
+    and communicator)."""
     out = []
     for m in _NRANKS_FAST.finditer(buf):
         st = m.start()
@@ -1164,7 +1165,7 @@ def _look_back(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
     """How many lines above the line at ``s`` shared memory was last named and a file last written
     (each 0 when not within STATE_BACK lines); ``prev`` holds the lines before ``buf``. The
     STATE_BACK lines above are lower-cased once and searched once per hint kind (an error storm
-    asks this for every line)."""
+    asks this for every line); tests/test_trainlog.py compares it with a line-by-line reading."""
     st = s
     for _ in range(STATE_BACK):
         if st <= 0:
@@ -1187,27 +1188,6 @@ def _look_back(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
                 shm = d
             else:
                 frame = d
-    return shm, frame
-
-
-def _look_back_lines(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
-    """:func:`_look_back` line by line (the reference the tests compare it with)."""
-    shm = frame = 0
-    text, end = buf, s
-    for d in range(1, STATE_BACK + 1):
-        if end <= 0:
-            if text is prev or not prev:
-                break
-            text, end = prev, len(prev)
-        st = text.rfind(b"\n", 0, end - 1) + 1
-        low = text[st:end].lower()
-        end = st
-        if not shm and any(h in low for h in _SHM_HINTS_B):
-            shm = d
-        if not frame and _FILE_FRAME_B.search(low):
-            frame = d
-        if shm and frame:
-            break
     return shm, frame
 
 

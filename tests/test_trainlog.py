@@ -597,6 +597,29 @@ def test_a_folder_scanned_on_all_cores_equals_the_sequential_scan(tmp_path, monk
     assert par == seq
 
 
+def _look_back_lines(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
+    """The look-back read line by line, as it was first written: the reference for _look_back."""
+    from collectors import trainlog as T
+
+    shm = frame = 0
+    text, end = buf, s
+    for d in range(1, T.STATE_BACK + 1):
+        if end <= 0:
+            if text is prev or not prev:
+                break
+            text, end = prev, len(prev)
+        st = text.rfind(b"\n", 0, end - 1) + 1
+        low = text[st:end].lower()
+        end = st
+        if not shm and any(h in low for h in T._SHM_HINTS_B):
+            shm = d
+        if not frame and T._FILE_FRAME_B.search(low):
+            frame = d
+        if shm and frame:
+            break
+    return shm, frame
+
+
 def test_the_one_pass_look_back_answers_as_the_line_by_line_one():
     """_look_back (one lower-casing and one search per hint kind over the lines above) gives what the
     line-by-line reference gives, at every line of the real corpus logs, across a chunk boundary too."""
@@ -612,7 +635,7 @@ def test_the_one_pass_look_back_answers_as_the_line_by_line_one():
         for prev, buf in ((b"", data), (data[:cut], data[cut:])):
             starts = [0] + [i + 1 for i, c in enumerate(buf[:-1]) if c == 10]
             for s in starts:
-                assert T._look_back(buf, s, prev) == T._look_back_lines(buf, s, prev), (path, s)
+                assert T._look_back(buf, s, prev) == _look_back_lines(buf, s, prev), (path, s)
                 checked += 1
     assert checked > 2000
 
@@ -670,7 +693,11 @@ def test_the_fast_nranks_reader_reads_as_the_word_bounded_pattern():
     the \\brank ... nranks pattern finds, on every corpus log and at the edges."""
     import glob
 
-    from collectors.trainlog import _NRANKS_B, _nranks
+    import re
+
+    from collectors.trainlog import _nranks
+
+    _NRANKS_B = re.compile(rb"\brank (\d+) nranks (\d+)")  # the word-bounded pattern it replaces
 
     for path in glob.glob(os.path.join(os.path.dirname(__file__), "corpus", "*", "*.log")):
         with open(path, "rb") as fh:
