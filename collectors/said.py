@@ -34,8 +34,3 @@ def in_lang(text: Any, lang: str) -> str:
         return text.zh
     return str(text)
 
-
-def join(parts: list, sep: str, sep_zh: str | None = None) -> Said:
-    """Join strings (some :class:`Said`) into one :class:`Said`."""
-    zh_sep = sep if sep_zh is None else sep_zh
-    return Said(sep.join(str(p) for p in parts), zh_sep.join(in_lang(p, "zh") for p in parts))
