@@ -256,6 +256,8 @@ class Matcher:
         if hits is None and self.catalog is not None:
             hits = self.catalog.scan(lines)
         for hit in hits or ():
+            if hit.row.pointer:
+                continue  # "see the error above": the line is a failure line, the layer is elsewhere
             key = (hit.line.source, hit.line.line_no)
             targets = [hit.row.entry, hit.row.family]
             ei = self._index.get(hit.row.entry) if hit.row.entry else None

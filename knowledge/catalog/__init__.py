@@ -34,7 +34,7 @@ from knowledge.loader import _Lines
 CATEGORIES = ("gpu-memory", "communication", "shared-memory", "gpu-hardware", "checkpoint-storage",
               "host-memory", "scheduler", "software")
 FILE_KEYS = ("source", "library", "version", "read_from", "url", "defaults", "messages")
-ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "finding", "example", "note", "wrapper")
+ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "finding", "example", "note", "wrapper", "pointer")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MIN_LITERAL = 12  # literal characters a message needs in all ...
 MIN_RUN = 6       # ... and in one run, so that it says something specific
@@ -248,6 +248,10 @@ class Row:
     # a frame around another message ("NCCL error in: %s:%d, %s"): when its placeholder holds a
     # catalogued message, that message speaks and the frame is dropped
     wrapper: bool = False
+    # a message that only points at an error printed elsewhere ("See root cause above", "WorkerProc
+    # hit an exception." before the traceback): a failure line, but it says nothing about the layer,
+    # so it speaks for no family
+    pointer: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "category": self.category, "family": self.family,
@@ -378,8 +382,9 @@ def load_file(path: Path, *, validate: bool = True) -> tuple[list[Row], list[Cat
         if not isinstance(raw, dict):
             err(where, "a row is a mapping: id, text (or pattern), where, category, family ...")
             continue
-        if "wrapper" in raw and not isinstance(raw["wrapper"], bool):
-            err(where + ("wrapper",), f"{raw.get('id')}: wrapper must be true or false")
+        for flag in ("wrapper", "pointer"):
+            if flag in raw and not isinstance(raw[flag], bool):
+                err(where + (flag,), f"{raw.get('id')}: {flag} must be true or false")
         extra = set(raw) - set(ROW_KEYS)
         if extra:
             err(where, f"unknown keys {sorted(extra)}; allowed: {', '.join(ROW_KEYS)}")
@@ -438,7 +443,7 @@ def load_file(path: Path, *, validate: bool = True) -> tuple[list[Row], list[Cat
             anchor=anchor or "", text=text_, entry=entry, finding=_resolve(spec, names) if spec else None,
             example=example, where=str(raw.get("where", "")), path=str(path), index=i,
             library=str(data.get("library", "")), version=str(data.get("version", "")),
-            wrapper=raw.get("wrapper") is True))
+            wrapper=raw.get("wrapper") is True, pointer=raw.get("pointer") is True))
     return rows, errors
 
 
