@@ -220,3 +220,18 @@ def test_a_pointer_flag_must_be_a_boolean(tmp_path):
                     " family: family-version-mismatch, pointer: 'yes'}\n")
     rows, errors = cat.load_file(path)
     assert not rows and any("pointer must be true or false" in str(e) for e in errors), errors
+
+
+def test_horovod_shut_down_is_an_echo_of_another_rank_s_error(engine):
+    # the message's own first reading: another rank raised; that rank's error leads
+    shut = ("[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of "
+            "the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks finished "
+            "execution. If the shutdown was caused by an exception, you should see the exception in the log before "
+            "the first shutdown message.\n")
+    oom = ("[1,0]<stderr>:RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total "
+           "capacity; 13.10 GiB already allocated; 1.01 GiB free; 13.50 GiB reserved in total by PyTorch)\n")
+    d = engine.diagnose_text(oom + shut)
+    assert d.causes[0].category == "gpu-memory", [(c.id, c.confidence) for c in d.causes]
+    # alone, the second reading is what is left: a rank left the loop early
+    d = engine.diagnose_text(shut)
+    assert d.causes and d.causes[0].id == "horovod-shut-down-rank-left", [(c.id, c.confidence) for c in d.causes]
