@@ -1897,6 +1897,15 @@ _CUT_AREAS = (
     ("shared-memory", re.compile(r"multiprocessing/(?:synchronize|shared_memory|heap)\.py|"
                                  r"torch/multiprocessing/reductions\.py|torch/storage\.py.*share_memory")),
 )
+# Frameworks keep checkpoint I/O inside larger modules: there the function says it (Fabric.load,
+# DeepSpeedEngine.load_checkpoint, Trainer._save_checkpoint, Accelerator.save_state, the
+# checkpoint-IO plugins and checkpoint connectors of Lightning, Megatron's checkpointing).
+_CUT_CKPT_PATH = re.compile(r"lightning/(?:fabric|pytorch)/|pytorch_lightning/|deepspeed/runtime/|transformers/"
+                            r"(?:trainer|modeling_utils)\.py|accelerate/(?:accelerator|checkpointing)\.py|megatron/")
+_CUT_CKPT_FUNC = re.compile(r"(?:_?(?:save|load)(?:_(?:checkpoint|state|model|state_dict|zero_checkpoint|"
+                            r"module_state_dict|optimizer_state|from_checkpoint))?|_load_from_checkpoint|"
+                            r"restore(?:_training_state|_model)?|resume_start|save_(?:zero_)?checkpoint|"
+                            r"load_(?:zero_)?checkpoint|load_state_dict_from_file|_rotate_checkpoints)$")
 
 
 def _cut_traceback(tail: list[CleanLine]) -> tuple[CleanLine, dict] | None:
@@ -1917,6 +1926,8 @@ def _cut_traceback(tail: list[CleanLine]) -> tuple[CleanLine, dict] | None:
     for area, rx in _CUT_AREAS:
         if rx.search(path):
             return tail[i], {"area": area, "path": path, "function": m.group(3)}
+    if _CUT_CKPT_PATH.search(path) and _CUT_CKPT_FUNC.match(m.group(3)):
+        return tail[i], {"area": "file-io", "path": path, "function": m.group(3)}
     return None
 
 

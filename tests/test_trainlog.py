@@ -676,6 +676,26 @@ def test_a_traceback_cut_before_its_exception_is_read_from_its_innermost_frame(n
     assert not [f for f in parse_text(own).findings if f.kind == "traceback-cut"]
 
 
+@pytest.mark.parametrize("name, cut_after, function", [
+    # real corpus logs cut inside a framework's checkpoint code, before any torch.save/torch.load frame
+    ("checkpoint-storage/sd-scripts-resume-optimizer-central-directory.log", "in load_state", "load_state"),
+    ("checkpoint-storage/openrlhf-ray-critic-save-streamwriter-write-failed.log",
+     "engine.py\", line 3170, in save_checkpoint", "save_checkpoint"),
+])
+def test_a_traceback_cut_in_a_frameworks_checkpoint_function_is_file_io(name, cut_after, function):
+    path = os.path.join(os.path.dirname(__file__), "corpus", name)
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    end = text.index("\n", text.index(cut_after))
+    (found,) = [f for f in parse_text(text[:end + 1]).findings if f.kind == "traceback-cut"]
+    assert found.attrs["area"] == "file-io" and found.attrs["function"] == function
+    # the same framework file in a function that is not checkpoint I/O says nothing
+    other = ('Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    main()\n'
+             '  File "/venv/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 2077, in backward\n'
+             '    self.optimizer.backward(loss)\n')
+    assert not [f for f in parse_text(other).findings if f.kind == "traceback-cut"]
+
+
 def test_a_huge_line_keeps_the_error_at_its_end(tmp_path):
     """A 20 MB single line (padding, a progress dump) that ends in the error: the scan keeps each
     over-long line's start and end, so the error is still read."""
