@@ -39,6 +39,14 @@ def main() -> int:
                 for g in groups:
                     gs = summary([r for r in results if r.case.group == g])
                     print(f"  labels/{g}.jsonl: {gs['n']} logs, top-1 {gs['top1']:.1%}, top-3 {gs['top3']:.1%}")
+            # labels that rest on the thread rather than on the excerpt (hard: true) beside the rest
+            parts = [(label, [r for r in results if r.case.hard is hard])
+                     for label, hard in (("evidence in the excerpt", False), ("label rests on the thread", True))]
+            if all(rs for _, rs in parts):
+                print()
+                for label, rs in parts:
+                    hs = summary(rs)
+                    print(f"  {label:26} {hs['n']:4} logs, top-1 {hs['top1']:.1%}, top-3 {hs['top3']:.1%}")
             if frameworks:
                 print()
                 print(table(results, by="framework", misses=False))
