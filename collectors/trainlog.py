@@ -952,7 +952,7 @@ _SHELL_SIG = re.compile(r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(co
 # bash's job report: "train.sh: line 3: 12345 Killed                 python train.py"
 # (zh_CN bash, from its message catalog: "train.sh: 第 3 行：12345 已杀死 ...")
 _BASH_JOB = re.compile(r"(?:\bline ?\d+|第 ?\d+ ?行|行 ?\d+)[:：]\s*\d+ (Bus error|Segmentation fault|Aborted|Killed|Terminated)"
-                       r"(?:\s+\(core dumped\))?\s")
+                       r"(?:\s+\(core dumped\))?(?:\s|$)")
 _SHELL_NAMES = {"bus error": "SIGBUS", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT",
                 "killed": "SIGKILL", "terminated": "SIGTERM"}
 

@@ -422,6 +422,16 @@ def test_chinese_locale_error_texts_read_as_their_english_originals(line, kind, 
     assert attrs.items() <= found[0].attrs.items()
 
 
+@pytest.mark.parametrize("line", [
+    "./run.sh: line 12: 4242 Killed                  python train.py --cfg a.yaml",
+    # a paste whose trailing command (or its padding) was trimmed: the report ends at the signal
+    "cli_demo.sh: line 5: 12989 Killed",
+    "train.sh: 第 3 行：4242 已杀死",
+])
+def test_bashs_job_report_names_the_signal_with_or_without_the_command(line):
+    assert [f.attrs for f in parse_text(line).findings if f.kind == "exit-signal"] == [{"signal": "SIGKILL"}]
+
+
 def test_enospc_under_a_semlock_frame_is_shared_memory_not_the_disk():
     # multiprocessing's SemLock lives in /dev/shm: ENOSPC there means /dev/shm is full
     text = ('  File "/usr/lib/python3.10/multiprocessing/synchronize.py", line 57, in __init__\n'
