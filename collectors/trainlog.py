@@ -32,6 +32,7 @@ from typing import BinaryIO, Callable, Iterable, Sequence
 import re2
 
 from collectors.findings import KINDS, Finding, FirstError, LogLine
+from collectors.unwrap import unwrap
 from collectors.kernel_patterns import (DRIVER_LOADED, r_gpu_lost, r_io_error, r_nfs, r_nvlink, r_oom_killer,
                                         r_pcie, r_xid)
 from collectors.locale_table import ZH_TO_EN
@@ -41,6 +42,7 @@ __all__ = ["InputError", "ParseResult", "CleanLine", "parse_text", "parse_paths"
            "signature_fragments"]
 
 FULL_LIMIT = 4 * 1024 * 1024  # inputs below this keep every non-blank line
+UNWRAP_LIMIT = 1024 * 1024  # inputs up to this size are checked for a terminal's hard wrap (collectors/unwrap.py)
 MAX_FULL_LINES = 20_000
 HEAD_LINES = 2_000
 TAIL_LINES = 5_000
@@ -2033,7 +2035,18 @@ def _open_stream(name: str, fh: BinaryIO) -> BinaryIO:
                              f"check the upload is complete, or pass the uncompressed log") from None
         stream = _Peek(head, _GzSafe(name, gz))  # type: ignore[assignment]
     _sniff(name, head)
-    return stream
+    return _unwrapped(stream)
+
+
+def _unwrapped(stream: BinaryIO) -> BinaryIO:
+    """A small input (a paste saved to a file, an excerpt) with a terminal's hard wrap undone;
+    a large one as it is (no log of that size was copied out of a terminal)."""
+    data = stream.read(UNWRAP_LIMIT + 1)
+    if len(data) > UNWRAP_LIMIT:
+        return _Peek(data, stream)  # type: ignore[return-value]
+    text = data.decode("utf-8", "surrogateescape")
+    glued = unwrap(text)
+    return io.BytesIO(data if glued == text else glued.encode("utf-8", "surrogateescape"))
 
 
 class _GzSafe:
@@ -2196,6 +2209,8 @@ def parse_text(text: str, *, source: str = "paste", keywords: Iterable[str] = ()
     if "\x00" in text[:SNIFF]:
         raise InputError(f"{source}: the text contains NUL bytes, so it is binary data, not a log; "
                          f"paste the job's text output instead")
+    if len(text) <= UNWRAP_LIMIT:
+        text = unwrap(text)
     sc = _Scanner(keywords)
     sc.scan(source, io.BytesIO(text.encode("utf-8", "surrogatepass")))
     return sc.finish()
