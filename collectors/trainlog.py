@@ -17,17 +17,20 @@ from __future__ import annotations
 import calendar
 import functools
 import gzip
+import hashlib
 import io
 import itertools
 import os
+import platform
 import re
 import stat
 import sys
+import threading
 import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterable, Sequence
+from typing import BinaryIO, Callable, Iterable, NamedTuple, Sequence
 
 import re2
 
@@ -221,6 +224,70 @@ def _hyperscan():
     return hyperscan
 
 
+HS_CACHE_KEEP = 8  # compiled prefilter databases kept in the cache folder (one per set of keywords)
+
+
+def cache_dir() -> str:
+    """Where compiled prefilters are kept: ``$GPU_TRIAGE_CACHE_DIR``, else the user's cache folder."""
+    env = os.environ.get("GPU_TRIAGE_CACHE_DIR")
+    if env:
+        return env
+    from platformdirs import user_cache_dir
+
+    return user_cache_dir("gpu-triage", appauthor=False)
+
+
+def _cpu_flags() -> bytes:
+    """The CPU's feature flags (a Hyperscan database is built for them), where Linux says."""
+    try:
+        with open("/proc/cpuinfo", "rb") as fh:
+            head = fh.read(16384)
+    except OSError:
+        return b""
+    for ln in head.split(b"\n"):
+        if ln.startswith((b"flags", b"Features")):
+            return ln
+    return b""
+
+
+def _hs_database(hs, exprs: list[bytes], flags: int):
+    """The Hyperscan database of ``exprs``, each matched with ``flags``. Compiling the ~3 500 patterns
+    takes a third of a second, so a compiled database is kept in :func:`cache_dir`, named by a hash of
+    the patterns, the flags, the hyperscan version and the CPU (a database is built for the CPU's
+    features), and read back by the next process in a millisecond. A cache that cannot be read
+    (missing, damaged, built elsewhere) is compiled anew; one that cannot be written is skipped."""
+    h = hashlib.sha256()
+    for part in (str(getattr(hs, "__version__", "")).encode(), platform.machine().encode(), _cpu_flags(),
+                 str(flags).encode(), *exprs):
+        h.update(part)
+        h.update(b"\0")
+    folder = cache_dir()
+    path = os.path.join(folder, f"prefilter-{h.hexdigest()[:32]}.hsdb")
+    try:
+        with open(path, "rb") as fh:
+            db = hs.loadb(fh.read(), hs.HS_MODE_BLOCK)
+        db.scratch = hs.Scratch(db)
+        db.scan(b"probe\n", match_event_handler=lambda *_: None)
+        return db
+    except Exception:  # noqa: BLE001 - any failure to read it back means: compile it
+        pass
+    db = hs.Database(mode=hs.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[flags] * len(exprs))
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(hs.dumpb(db))
+        os.replace(tmp, path)
+        old = sorted((e for e in os.scandir(folder) if e.name.startswith("prefilter-") and e.name.endswith(".hsdb")),
+                     key=lambda e: e.stat().st_mtime, reverse=True)
+        for e in old[HS_CACHE_KEEP:]:
+            os.remove(e.path)
+    except OSError:
+        pass  # a read-only cache folder: compiled again next time
+    return db
+
+
 class _Prefilter:
     """Says, for a chunk of raw bytes, which lines a rule may speak about (RULE), which hold one of
     the caller's keywords (KEYWORD: kept for the matcher, no rule runs) and, on request, which
@@ -244,10 +311,9 @@ class _Prefilter:
         if hs is not None:
             exprs = [t.encode("utf-8") for t in self.rules] + [_escape(k).encode("utf-8") for k in self.keywords]
             self.flag_of = [RULE] * len(self.rules) + [KEYWORD] * len(self.keywords)
-            flags = hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE
-            self.db = hs.Database(mode=hs.HS_MODE_BLOCK)
-            self.db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
-                            flags=[flags] * len(exprs))
+            self.db = _hs_database(hs, exprs, hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE)
+            # a scan needs scratch space of its own: one per thread (the Slack bot diagnoses in a pool)
+            self._hs, self._local = hs, threading.local()
             return
         words: list[str] = []
         for w in sorted({k[:LITERAL_PREFIX] for k in self.keywords}):
@@ -284,7 +350,10 @@ class _Prefilter:
         def on_match(pid: int, _frm: int, to: int, _flags: int, _ctx) -> None:
             add((to, pid))
 
-        self.db.scan(buf, match_event_handler=on_match)
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = self._hs.Scratch(self.db)
+        self.db.scan(buf, match_event_handler=on_match, scratch=scratch)
         out: dict[int, int] = {}
         rfind, flag_of = buf.rfind, self.flag_of
         for to, pid in ends:
@@ -651,6 +720,14 @@ _OOM_ALLOC = re.compile(r"Of the allocated memory " + _U + r" is allocated by Py
                         + r" is reserved by PyTorch but unallocated")
 
 
+def _maybe(t: str, low: str, words: tuple[str, ...]) -> bool:
+    """Whether a case-insensitive pattern, every match of which holds one of ``words`` (lower case),
+    may match ``t``: a substring test that saves the search on most lines. Outside ASCII, case
+    folding matches letters that lower() does not give (the Kelvin sign, the long s), so such a
+    line is always searched."""
+    return not t.isascii() or any(w in low for w in words)
+
+
 def _r_oom(t: str, low: str) -> list:
     if "out of memory" not in low or ("cuda" not in low and "tried to allocate" not in low):
         return []
@@ -753,6 +830,7 @@ _NCCL_WARN = re.compile(r"NCCL WARN\s*(.*)")
 _IB_COMPL = re.compile(r"Got completion from peer (\S+?)(?:<\d+>)? with (?:error|status=?)\s*(\d+)"
                        r"(?:.*?vendor err (\d+))?")
 _IB_RETRY = re.compile(r"(?i)transport retry count(?:er)? exceeded|retry_exc_err")
+_IB_RETRY_WORDS = ("transport retry count", "retry_exc_err")
 
 
 def _r_nccl_warn(t: str, low: str) -> list:
@@ -767,7 +845,7 @@ def _r_nccl_warn(t: str, low: str) -> list:
             if m.group(3):
                 a["vendor_err"] = int(m.group(3))
             out.append(("ib-error", a))
-    elif _IB_RETRY.search(t):
+    elif _maybe(t, low, _IB_RETRY_WORDS) and _IB_RETRY.search(t):
         out.append(("ib-error", {"status": "transport retry counter exceeded"}))
     return out
 
@@ -781,7 +859,7 @@ def _r_ecc(t: str, low: str) -> list:
         return [("ecc-error", {"type": "row-remap", "text": t})]
     if "page retire" in low or "retired page" in low or "pages pending retirement" in low:
         return [("ecc-error", {"type": "page-retired", "text": t})]
-    if re.search(r"\becc\b", low) and ("error" in low or "fault" in low):
+    if "ecc" in low and re.search(r"\becc\b", low) and ("error" in low or "fault" in low):
         typ = "uncorrectable" if ("uncorrect" in low or "double bit" in low or "double-bit" in low
                                   or re.search(r"\bdbe\b", low)) else \
             "correctable" if ("correct" in low or "single bit" in low or "single-bit" in low
@@ -799,10 +877,13 @@ _CUDA_ERRS = [
 _CUDA_ERR_TRIG = re.compile(r"(?i)CUDA error|cudaError\w+|CUDA driver error|cuda runtime error|"
                             r"CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|device-side assert triggered|"
                             r"illegal memory access was encountered")
+# what every _CUDA_ERR_TRIG match holds, lower-cased
+_CUDA_ERR_WORDS = ("cuda", "cublas_status_", "cudnn_status_", "device-side assert triggered",
+                   "illegal memory access was encountered")
 
 
 def _r_cuda_error(t: str, low: str) -> list:
-    if not _CUDA_ERR_TRIG.search(t) or "out of memory" in low:
+    if "out of memory" in low or not (_maybe(t, low, _CUDA_ERR_WORDS) and _CUDA_ERR_TRIG.search(t)):
         return []
     err = "other"
     for needle, e in _CUDA_ERRS:
@@ -947,6 +1028,7 @@ _SUM_TB = re.compile(r"^traceback\s*: Signal (\d+) \((SIG\w+)\) received by PID 
 _SIG_RECV = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID (\d+)", re.I)
 _RET_CODE = re.compile(r"(?:exits? with return code|return code|error code|exit code|returncode)\s?[=:]?\s?(-?\d+)",
                        re.IGNORECASE)
+_RET_CODE_WORDS = ("return code", "error code", "exit code", "returncode")
 _KILLED_BY = re.compile(r"killed by signal: (Killed|Bus error|Segmentation fault|Aborted|Terminated)", re.IGNORECASE)
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,-]+): (Killed|Bus error|Segmentation fault|Aborted|"
                         r"Terminated|Exited with exit code \d+)")
@@ -969,19 +1051,19 @@ def _sig_attrs(code: int) -> dict:
 
 
 def _r_exit(t: str, low: str) -> list:
-    m = _AGENT_FAIL.search(t)
+    m = _AGENT_FAIL.search(t) if "failed (exitcode: " in t else None
     if m:
         a = _sig_attrs(int(m.group(1)))
         a["local_rank"] = int(m.group(2))
         a["pid"] = int(m.group(3))
         return [("exit-signal", a)]
-    m = _RET_CODE.search(t)
+    m = _RET_CODE.search(t) if _maybe(t, low, _RET_CODE_WORDS) else None
     if m and int(m.group(1)) != 0:
         return [("exit-signal", _sig_attrs(int(m.group(1))))]
-    m = _KILLED_BY.search(t)
+    m = _KILLED_BY.search(t) if _maybe(t, low, ("killed by signal: ",)) else None
     if m:
         return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1).lower()]})]
-    m = _SRUN_TASK.search(t)
+    m = _SRUN_TASK.search(t) if "srun: error: " in t else None
     if m:
         what = m.group(3).lower()
         a = {"host": m.group(1)}
@@ -990,7 +1072,7 @@ def _r_exit(t: str, low: str) -> list:
         else:
             a["signal"] = _SHELL_NAMES.get(what)
         return [("exit-signal", {k: v for k, v in a.items() if v is not None})]
-    m = _SHELL_SIG.match(t) or _BASH_JOB.search(t)
+    m = _SHELL_SIG.match(t) or (_BASH_JOB.search(t) if ("line" in t or "行" in t) else None)
     if m:
         return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1).lower()]})]
     if "signals.sig" in low:
@@ -1036,9 +1118,18 @@ _VERSIONS = [
 ]
 
 
+# what each _VERSIONS match holds: (text, case-sensitive) or (lower-cased text, case-insensitive)
+_VERSION_WORDS = [("NVRM: loading NVIDIA UNIX", True), ("Driver Version:", True), ("NVIDIA-SMI ", True),
+                  ("CUDA Version", True), ("Cuda compilation tools, release ", True), ("NCCL version", True),
+                  ("torch", False), ("deepspeed", False), ("python version", False), ("mlnx_ofed_linux-", False)]
+assert len(_VERSION_WORDS) == len(_VERSIONS)
+
+
 def _r_version(t: str, low: str) -> list:
     out = []
-    for comp, rx in _VERSIONS:
+    for (comp, rx), (word, exact) in zip(_VERSIONS, _VERSION_WORDS):
+        if not (word in t if exact else _maybe(t, low, (word,))):
+            continue
         m = rx.search(t)
         if m:
             out.append(("version", {"component": comp, "value": m.group(1).rstrip(".")}))
@@ -1068,12 +1159,13 @@ _ECHO_TEXT = ("watchdog caught", "detected by watchdog", "communicator was abort
 _WEAK_WORD = re.compile(r"(?i)\b(error|fatal|failed|failure|exception|abort(ed)?)\b")
 
 
-def _tier(kind: str, attrs: dict, low: str) -> int:
+def _tier(kind: str, attrs: dict, chorus: bool, echo: bool) -> int:
+    """A finding's first-error tier; ``chorus``/``echo``: its line holds a _CHORUS_TEXT/_ECHO_TEXT."""
     if kind in ("version", "rank-straggler"):
         return NONE
-    if kind in ("exit-signal", "elastic-restart") or any(c in low for c in _CHORUS_TEXT):
+    if kind in ("exit-signal", "elastic-restart") or chorus:
         return CHORUS
-    if kind == "nccl-timeout" or any(e in low for e in _ECHO_TEXT):
+    if kind == "nccl-timeout" or echo:
         return ECHO
     if kind == "slurm-event" and attrs.get("event") == "cancelled":
         return CHORUS
@@ -1091,6 +1183,51 @@ class _Event:
     order: tuple[int, int]
     line: LogLine
     yearless: bool = False  # tkey from a time without a year (glog, syslog), set on 1970 until known
+
+
+REDACT_MEMO = 4096  # digit templates of lines known to hold no secret
+_DIGITS_B = bytes.maketrans(b"123456789", b"000000000")
+FACTS_MEMO = 2048  # texts whose _TextFacts are remembered (an error storm repeats its lines)
+_NRANKS_TEXT = re.compile(r"\brank (\d+) nranks (\d+)")
+_FILE_FRAME_WORDS = (".write(", ".flush(", "open(", "torch.save", "atomic_save", "save_checkpoint", "fsspec",
+                     "os.replace", ".save(")
+_WEAK_WORDS = ("error", "fatal", "fail", "exception", "abort")
+
+
+class _TextFacts(NamedTuple):
+    """What the rules and checks that read nothing but a line's cleaned text say of it. They are pure
+    functions of the text, so a text seen before (a traceback's frames, one NCCL WARN from every rank,
+    the same UserWarning) is not read again: _Scanner._extract keeps these by text."""
+
+    low: str
+    found: tuple  # (kind, attrs) of every rule in _RULES
+    file_frame: bool  # a traceback line that writes, saves or opens a file (_FILE_FRAME)
+    enotconn: bool
+    shm: bool  # names shared memory (_shm_context)
+    smi: tuple | None  # a row of nvidia-smi's process table: (gpu, pid, name, MiB)
+    nranks: tuple | None  # NCCL's "rank N nranks M"
+    weak: bool  # a word that says it failed (_WEAK_WORD)
+    chorus: bool  # holds a _CHORUS_TEXT
+    echo: bool  # holds an _ECHO_TEXT
+
+    @classmethod
+    def of(cls, t: str) -> "_TextFacts":
+        low = t.lower()
+        found = []
+        for rule in _RULES:
+            found.extend(rule(t, low))
+        smi = None
+        if t.endswith("|") and "mib" in low:
+            m = _SMI_PROC.match(t)
+            if m:
+                smi = (int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)))
+        m = _NRANKS_TEXT.search(t) if "nranks" in t else None
+        # each search only where a word every match holds is on the line
+        frame = any(w in low for w in _FILE_FRAME_WORDS) and _FILE_FRAME.search(low) is not None
+        weak = _maybe(t, low, _WEAK_WORDS) and _WEAK_WORD.search(t) is not None
+        return cls(low, tuple(found), frame, "transport endpoint is not connected" in low, _shm_context(low), smi,
+                   (int(m.group(1)), int(m.group(2))) if m else None, weak,
+                   any(c in low for c in _CHORUS_TEXT), any(e in low for e in _ECHO_TEXT))
 
 
 @dataclass
@@ -1316,6 +1453,8 @@ class _Scanner:
         self.step_b = re2.compile(_STEP.encode(), _ci())
         self.step_s = re.compile(_STEP, re.IGNORECASE)  # linear: no nested repeats; cheaper than re2 on str
         self.redact = Redactor()
+        self._plain: set[bytes] = set()  # digit templates of lines the redactor leaves as they are
+        self._pem_seen = False
         self.findings: list[Finding] = []
         self.kind_count: dict[str, int] = {}
         self.capped: set[str] = set()
@@ -1344,6 +1483,7 @@ class _Scanner:
         self.first_step: dict[str, int | None] = {}
         # nvidia-smi process-table rows: (gpu, pid, process name, MiB, line, source index)
         self.gpu_procs: list[tuple[int, int, str, int, CleanLine, int]] = []
+        self._facts: dict[str, _TextFacts] = {}
 
     # ---- streaming -------------------------------------------------------------------------
     def scan(self, name: str, fh: BinaryIO) -> None:
@@ -1457,6 +1597,26 @@ class _Scanner:
         self._line(src, raw.decode("utf-8", "replace"), line_no, True, keep_all=False, extract=bool(flags & RULE))
 
     # ---- one line --------------------------------------------------------------------------
+    def _redacted(self, text: str) -> str:
+        """``self.redact(text)``, remembering which lines it leaves as they are by their digit template
+        (every digit read as 0): the redactor's patterns treat all digits alike (no literal digit, no
+        class that splits them; tests/test_scan_speed_memo.py checks), so two lines that differ only in
+        their digits are both left alone or neither is. A watchdog line ("caught" holds the hint "gh")
+        costs seven substitutions otherwise. Its one state, inside a PEM private-key block, starts on a
+        "-----BEGIN" line only: from the first such line on every line goes through it."""
+        if self._pem_seen or "-----BEGIN" in text:
+            self._pem_seen = True
+            return self.redact(text)
+        key = text.encode("utf-8", "surrogatepass").translate(_DIGITS_B)
+        if key in self._plain:
+            return text
+        out = self.redact(text)
+        if out == text:
+            if len(self._plain) >= REDACT_MEMO:
+                self._plain.clear()
+            self._plain.add(key)
+        return out
+
     def _line(self, src: _Src, raw: str, line_no: int, cand: bool, keep_all: bool, extract: bool = True) -> None:
         if not keep_all and not cand:
             return
@@ -1478,7 +1638,7 @@ class _Scanner:
             cl.node = src.file_node
         if not cl.text:
             return
-        cl.text = self.redact(cl.text)
+        cl.text = self._redacted(cl.text)
         cl.line_no = line_no
         cl.source = src.name
         if cl.rank is not None:
@@ -1503,31 +1663,32 @@ class _Scanner:
 
     def _extract(self, src: _Src, cl: CleanLine, tkey: float | None, yearless: bool = False) -> None:
         t = cl.text
-        low = t.lower()
-        found: list[tuple[str, dict]] = []
-        for rule in _RULES:
-            found.extend(rule(t, low))
-        if _FILE_FRAME.search(low):
+        facts = self._facts.get(t)
+        if facts is None:
+            if len(self._facts) >= FACTS_MEMO:
+                self._facts.clear()
+            facts = self._facts[t] = _TextFacts.of(t)
+        low = facts.low
+        # the attrs are the findings' own (later steps add to them): copied from the memo's
+        found: list[tuple[str, dict]] = [(k, dict(a)) for k, a in facts.found]
+        if facts.file_frame:
             src.file_line = cl.line_no
-        if ("transport endpoint is not connected" in low and cl.line_no - src.file_line <= 8
+        if (facts.enotconn and cl.line_no - src.file_line <= 8
                 and not any(k == "io-error" for k, _ in found)):
             # ENOTCONN raised by a file write: the FUSE or network mount behind the file went away
             found.append(("io-error", {"text": t}))
-        if _shm_context(low):
+        if facts.shm:
             src.shm_line = cl.line_no
         elif cl.line_no - src.shm_line <= 8:
             # ENOSPC right under a SemLock or /dev/shm frame of the same traceback: /dev/shm is full,
             # not the disk
             found = [("shm-error", {"text": t}) if k == "disk-full" else (k, a) for k, a in found]
         found.extend(self._stateful(src, cl, t, low))
-        if t.endswith("|") and "mib" in low and len(self.gpu_procs) < 4096:
-            m = _SMI_PROC.match(t)
-            if m:
-                self.gpu_procs.append((int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)), cl, src.idx))
-        m = re.search(r"\brank (\d+) nranks (\d+)", t)
-        if m:
-            self.ranks_seen.add(int(m.group(1)))
-            self.world = max(self.world or 0, int(m.group(2)))
+        if facts.smi is not None and len(self.gpu_procs) < 4096:
+            self.gpu_procs.append((*facts.smi, cl, src.idx))
+        if facts.nranks is not None:
+            self.ranks_seen.add(facts.nranks[0])
+            self.world = max(self.world or 0, facts.nranks[1])
         best = NONE
         for kind, attrs in found:
             if kind == "version":
@@ -1537,10 +1698,9 @@ class _Scanner:
                 self.versions.add(key)
             f = self._add(kind, attrs, cl, src)
             if f is not None:
-                best = min(best, _tier(kind, attrs, low))
-        if best == NONE and (cl.level in ("E", "F") or _WEAK_WORD.search(t)):
-            best = CHORUS if any(c in low for c in _CHORUS_TEXT) or t.endswith(" FAILED") else \
-                ECHO if any(e in low for e in _ECHO_TEXT) else WEAK
+                best = min(best, _tier(kind, attrs, facts.chorus, facts.echo))
+        if best == NONE and (cl.level in ("E", "F") or facts.weak):
+            best = CHORUS if facts.chorus or t.endswith(" FAILED") else ECHO if facts.echo else WEAK
         if best < CHORUS:  # the chorus never decides the first error: it is not kept
             self._event(_Event(best, tkey, (src.idx, cl.line_no), cl, yearless and tkey is not None))
 
