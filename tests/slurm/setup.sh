@@ -181,6 +181,19 @@ for _ in $(seq 1 $((WAIT_S * 5))); do
     sleep 0.2
 done
 case "$state" in
-    idle|mix|alloc) echo "slurm: node $NODE is $state (slurm $(sinfo -V | awk '{print $2}'), conf $CONF)" ;;
+    idle|mix|alloc) ;;
     *) die "node $NODE is not idle after ${WAIT_S}s (sinfo state: '${state:-no answer}')" ;;
 esac
+# Jobs an interrupted earlier run left in this private cluster (its state lives on under the prefix)
+# would hold the node and keep the tests' jobs pending: cancel them (only this cluster's: SLURM_CONF).
+leftover=$(squeue -h -o '%i' 2>/dev/null || true)
+if [ -n "$leftover" ]; then
+    echo "slurm: cancelling $(echo "$leftover" | wc -l) job(s) left by an earlier run"
+    echo "$leftover" | xargs -r scancel 2>/dev/null || true
+    for _ in $(seq 1 $((WAIT_S * 5))); do
+        [ -z "$(squeue -h -o '%i' 2>/dev/null)" ] && break
+        sleep 0.2
+    done
+    state=$(sinfo -h -n "$NODE" -o '%t' 2>/dev/null | head -n 1 || true)
+fi
+echo "slurm: node $NODE is $state (slurm $(sinfo -V | awk '{print $2}'), conf $CONF)"
