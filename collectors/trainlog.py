@@ -506,9 +506,169 @@ def _epoch(y: int, mo: int, d: int, h: int, mi: int, sec: int, frac: str | None,
     return t
 
 
-def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | None, bool]:
-    """Clean one raw line; returns the line, an epoch time when known, and whether the
-    timestamp lacked a year (so the caller may want to fix it from context)."""
+class _Stamp:
+    """What a line's prefixes said of its time while they are read: the epoch time, whether it lacked
+    a year, and the run's year when known (for glog and syslog times)."""
+
+    __slots__ = ("tkey", "yearless", "year_hint")
+
+    def __init__(self, year_hint: int | None) -> None:
+        self.tkey: float | None = None
+        self.yearless = False
+        self.year_hint = year_hint
+
+
+# One function per prefix: it reads the prefix's match into the line and says whether the prefix is
+# taken (a "host" that is a file name or an error word is not).
+def _h_srun(m, out: CleanLine, st: _Stamp) -> bool:
+    if out.rank is None:
+        out.rank = int(m.group(1))
+    return True
+
+
+def _h_rank(m, out: CleanLine, st: _Stamp) -> bool:
+    out.rank = int(m.group(1))
+    return True
+
+
+def _h_default(m, out: CleanLine, st: _Stamp) -> bool:
+    out.device = int(m.group(1))
+    if out.rank is None:
+        out.rank = out.device
+    return True
+
+
+def _h_worker(m, out: CleanLine, st: _Stamp) -> bool:
+    out.rank, out.pid = int(m.group(1)), int(m.group(2))
+    return True
+
+
+def _h_ray(m, out: CleanLine, st: _Stamp) -> bool:
+    out.pid = int(m.group(1))
+    if m.group(2) and out.node is None:
+        out.node = m.group(2)
+    return True
+
+
+def _h_skip(m, out: CleanLine, st: _Stamp) -> bool:
+    return True
+
+
+def _h_iso(m, out: CleanLine, st: _Stamp) -> bool:
+    g = m.groups()
+    y, mo, d, h, mi, sec = (int(x) for x in g[:6])
+    frac = g[6] and g[6].replace(",", ".")
+    out.ts = _iso(y, mo, d, h, mi, sec, frac, g[7])
+    st.tkey = _epoch(y, mo, d, h, mi, sec, frac, g[7])
+    return True
+
+
+def _h_ctime(m, out: CleanLine, st: _Stamp) -> bool:
+    mo = _MON.get(m.group(1).lower(), 1)
+    d, h, mi, sec, y = (int(x) for x in m.group(2, 3, 4, 5, 6))
+    out.ts = _iso(y, mo, d, h, mi, sec, None, None)
+    st.tkey = _epoch(y, mo, d, h, mi, sec, None, None)
+    return True
+
+
+def _h_glog(m, out: CleanLine, st: _Stamp) -> bool:
+    out.level = m.group(1)
+    mo, d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5, 6))
+    st.yearless = st.year_hint is None
+    frac = m.group(7)
+    out.ts = _iso(st.year_hint, mo, d, h, mi, sec, frac, None)
+    st.tkey = _epoch(st.year_hint or 1970, mo, d, h, mi, sec, frac, None)
+    return True
+
+
+def _h_level(m, out: CleanLine, st: _Stamp) -> bool:
+    lvl = m.group(1).upper()
+    out.level = "E" if lvl in ("ERROR", "CRITICAL") else lvl[:1]
+    return True
+
+
+def _h_usdate(m, out: CleanLine, st: _Stamp) -> bool:
+    mo, d, y, h, mi, sec = (int(x) for x in m.groups())
+    if 1 <= mo <= 12:
+        out.ts = _iso(y, mo, d, h, mi, sec, None, None)
+        st.tkey = _epoch(y, mo, d, h, mi, sec, None, None)
+    return True
+
+
+def _h_nccl(m, out: CleanLine, st: _Stamp) -> bool:
+    out.node = out.node or m.group(1)
+    out.pid = int(m.group(2))
+    out.device = int(m.group(4))
+    return True
+
+
+def _h_syslog(m, out: CleanLine, st: _Stamp) -> bool:
+    if m.group(1).lower() not in _MON:
+        return False
+    mo = _MON[m.group(1).lower()]
+    d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5))
+    st.yearless = st.year_hint is None
+    out.ts = _iso(st.year_hint, mo, d, h, mi, sec, None, None)
+    st.tkey = _epoch(st.year_hint or 1970, mo, d, h, mi, sec, None, None)
+    out.node = out.node or m.group(6)
+    return True
+
+
+def _h_facility(m, out: CleanLine, st: _Stamp) -> bool:
+    lvl = m.group(1).upper()
+    out.level = "E" if lvl in ("ERR", "ERROR", "CRIT", "ALERT", "EMERG") else lvl[:1]
+    return True
+
+
+def _h_hostrank(m, out: CleanLine, st: _Stamp) -> bool:
+    if _NOT_HOST.search(m.group(1)):
+        return False
+    out.node = out.node or m.group(1)
+    if out.rank is None:
+        out.rank = int(m.group(2))
+    return True
+
+
+def _h_host(m, out: CleanLine, st: _Stamp) -> bool:
+    if _NOT_HOST.search(m.group(1)):
+        return False
+    out.node = out.node or m.group(1)
+    return True
+
+
+_P_GT = re.compile(r"> *")  # a quote's ">" (Slack, e-mail) and the spaces after it
+_SRUN, _ISO, _USDATE = (_P_SRUN, _h_srun), (_P_ISO, _h_iso), (_P_USDATE, _h_usdate)
+_NCCL, _HOSTRANK, _HOST = (_P_NCCL, _h_nccl), (_P_HOSTRANK, _h_hostrank), (_P_HOST, _h_host)
+_NAMED = ((_P_SYSLOG, _h_syslog), (_P_KERNEL, _h_skip), (_P_FACILITY, _h_facility))
+_BRACKET = ((_P_RANK, _h_rank), (_P_DEFAULT, _h_default), (_P_LIGHTNING, _h_rank), _ISO, (_P_CTIME, _h_ctime),
+            (_P_GLOG_BR, _h_glog), (_P_GLOG_OLD, _h_level), (_P_LEVEL, _h_level), (_P_MONO, _h_skip))
+
+
+@functools.lru_cache(maxsize=512)
+def _prefix_steps(c: str) -> tuple:
+    """The prefixes tried, in order, on a line that starts with ``c``; the first that is taken is cut
+    off and the next character decides again. None taken: the prefixes end."""
+    if c in " \t":
+        return (_SRUN,)
+    if c == "[":
+        return _BRACKET
+    if c == "(":
+        return ((_P_WORKER, _h_worker), (_P_RAY, _h_ray))
+    if c == ">":
+        return ((_P_GT, _h_skip),)
+    steps: tuple = ()
+    if c.isdigit():
+        steps = (_ISO, _SRUN, _USDATE)
+    elif c in "IWEF":
+        steps = ((_P_GLOG, _h_glog),)
+    if not c.isalnum():
+        return steps
+    return steps + (_NCCL,) + (_NAMED if c.isalpha() else ()) + (_HOSTRANK, _HOST)
+
+
+def _undecorate(raw: str) -> str:
+    """A raw line without what a terminal or chat put around it: ANSI colours, carriage-return
+    overwrites, Slack escapes, a tqdm bar printed over, Chinese-locale C library texts, code fences."""
     s = raw
     if "\x1b" in s:
         s = _ANSI.sub("", s)
@@ -524,167 +684,67 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
         s = _unlocalise(s)
     if "```" in s:
         s = _FENCE.sub("", s)
-    s = s.rstrip()
-    out = CleanLine(text="", line_no=0)
-    tkey: float | None = None
-    yearless = False
-    for _ in range(12):
-        c = s[:1]
-        if not c:
-            break
-        if c in " \t":
-            m = _P_SRUN.match(s)
-            if m:
-                if out.rank is None:
-                    out.rank = int(m.group(1))
-                s = s[m.end():]
-                continue
-            break
-        if c == "[":
-            m = _P_RANK.match(s)
-            if m:
-                out.rank = int(m.group(1))
-                s = s[m.end():]
-                continue
-            m = _P_DEFAULT.match(s)
-            if m:
-                out.device = int(m.group(1))
-                if out.rank is None:
-                    out.rank = out.device
-                s = s[m.end():]
-                continue
-            m = _P_LIGHTNING.match(s)
-            if m:
-                out.rank = int(m.group(1))
-                s = s[m.end():]
-                continue
-        elif c == "(":
-            m = _P_WORKER.match(s)
-            if m:
-                out.rank, out.pid = int(m.group(1)), int(m.group(2))
-                s = s[m.end():]
-                continue
-            m = _P_RAY.match(s)
-            if m:
-                out.pid = int(m.group(1))
-                if m.group(2) and out.node is None:
-                    out.node = m.group(2)
-                s = s[m.end():]
-                continue
-            break
-        elif c == ">":
-            s = s[1:].lstrip(" ")
-            continue
-        if c == "[" or c.isdigit():
-            m = _P_ISO.match(s)
-            if m:
-                g = m.groups()
-                y, mo, d, h, mi, sec = (int(x) for x in g[:6])
-                frac = g[6] and g[6].replace(",", ".")
-                out.ts = _iso(y, mo, d, h, mi, sec, frac, g[7])
-                tkey = _epoch(y, mo, d, h, mi, sec, frac, g[7])
-                s = s[m.end():]
-                continue
-        if c == "[":
-            m = _P_CTIME.match(s)
-            if m:
-                mo = _MON.get(m.group(1).lower(), 1)
-                d, h, mi, sec, y = (int(x) for x in m.group(2, 3, 4, 5, 6))
-                out.ts = _iso(y, mo, d, h, mi, sec, None, None)
-                tkey = _epoch(y, mo, d, h, mi, sec, None, None)
-                s = s[m.end():]
-                continue
-            m = _P_GLOG_BR.match(s)
-        elif c in "IWEF":
-            m = _P_GLOG.match(s)
-        else:
-            m = None
-        if m:
-            out.level = m.group(1)
-            mo, d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5, 6))
-            yearless = year_hint is None
-            frac = m.group(7)
-            out.ts = _iso(year_hint, mo, d, h, mi, sec, frac, None)
-            tkey = _epoch(year_hint or 1970, mo, d, h, mi, sec, frac, None)
-            s = s[m.end():]
-            continue
-        if c == "[":
-            m = _P_GLOG_OLD.match(s) or _P_LEVEL.match(s)
-            if m:
-                lvl = m.group(1).upper()
-                out.level = "E" if lvl in ("ERROR", "CRITICAL") else lvl[:1]
-                s = s[m.end():]
-                continue
-            m = _P_MONO.match(s)
-            if m:
-                s = s[m.end():]
-                continue
-            break
-        if c.isdigit():
-            m = _P_SRUN.match(s)
-            if m:
-                if out.rank is None:
-                    out.rank = int(m.group(1))
-                s = s[m.end():]
-                continue
-            m = _P_USDATE.match(s)
-            if m:
-                mo, d, y, h, mi, sec = (int(x) for x in m.groups())
-                if 1 <= mo <= 12:
-                    out.ts = _iso(y, mo, d, h, mi, sec, None, None)
-                    tkey = _epoch(y, mo, d, h, mi, sec, None, None)
-                s = s[m.end():]
-                continue
-        if not c.isalnum():
-            break
-        m = _P_NCCL.match(s)
-        if m:
-            out.node = out.node or m.group(1)
-            out.pid = int(m.group(2))
-            out.device = int(m.group(4))
-            s = s[m.end():]
-            continue
-        if c.isalpha():
-            m = _P_SYSLOG.match(s)
-            if m and m.group(1).lower() in _MON:
-                mo = _MON[m.group(1).lower()]
-                d, h, mi, sec = (int(x) for x in m.group(2, 3, 4, 5))
-                yearless = year_hint is None
-                out.ts = _iso(year_hint, mo, d, h, mi, sec, None, None)
-                tkey = _epoch(year_hint or 1970, mo, d, h, mi, sec, None, None)
-                out.node = out.node or m.group(6)
-                s = s[m.end():]
-                continue
-            m = _P_KERNEL.match(s)
-            if m:
-                s = s[m.end():]
-                continue
-            m = _P_FACILITY.match(s)
-            if m:
-                lvl = m.group(1).upper()
-                out.level = "E" if lvl in ("ERR", "ERROR", "CRIT", "ALERT", "EMERG") else lvl[:1]
-                s = s[m.end():]
-                continue
-        m = _P_HOSTRANK.match(s)
-        if m and not _NOT_HOST.search(m.group(1)):
-            out.node = out.node or m.group(1)
-            if out.rank is None:
-                out.rank = int(m.group(2))
-            s = s[m.end():]
-            continue
-        m = _P_HOST.match(s)
-        if m and not _NOT_HOST.search(m.group(1)):
-            out.node = out.node or m.group(1)
-            s = s[m.end():]
-            continue
-        break
+    return s.rstrip()
+
+
+def _cut_text(out: CleanLine, s: str) -> None:
     out.text = s.strip()
     if len(out.text) > MAX_TEXT:
         # a huge line keeps its start and its end: the error a program prints last (after a progress
         # bar, a dump, a 100 MB line of padding) is at the end
         half = MAX_TEXT // 2
         out.text = out.text[:half] + " … " + out.text[-half:].lstrip()
+
+
+def _clean_plan(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | None, bool, tuple]:
+    """:func:`_clean`, and the prefixes it took (the plan :func:`_clean_by_plan` replays)."""
+    s = _undecorate(raw)
+    out = CleanLine(text="", line_no=0)
+    st = _Stamp(year_hint)
+    plan = []
+    for _ in range(12):
+        if not s:
+            break
+        for step in _prefix_steps(s[0]):
+            m = step[0].match(s)
+            if m and step[1](m, out, st):
+                plan.append(step)
+                s = s[m.end():]
+                break
+        else:
+            break
+    _cut_text(out, s)
+    return out, st.tkey, st.yearless, tuple(plan)
+
+
+def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | None, bool]:
+    """Clean one raw line; returns the line, an epoch time when known, and whether the
+    timestamp lacked a year (so the caller may want to fix it from context)."""
+    out, tkey, yearless, _ = _clean_plan(raw, year_hint)
     return out, tkey, yearless
+
+
+def _plain(raw: str) -> bool:
+    """A line :func:`_undecorate` leaves as it is but for trailing space (ASCII, no escapes or overwrites)."""
+    return (raw.isascii() and "\x1b" not in raw and "\r" not in raw and "<" not in raw and "&" not in raw
+            and "`" not in raw and not ("|" in raw and "%" in raw))
+
+
+def _clean_by_plan(raw: str, plan: tuple, year_hint: int | None) -> tuple[CleanLine, float | None, bool] | None:
+    """:func:`_clean` of a plain line whose digit template (every digit read as 0) was cleaned before
+    with ``plan``: every prefix pattern treats all ASCII digits alike (tests/test_scan_speed_memo.py
+    checks), so the same prefixes are taken, at the same places; only their values are read here.
+    None where a step does not match (it cannot; the caller then cleans the long way)."""
+    s = raw.rstrip()
+    out = CleanLine(text="", line_no=0)
+    st = _Stamp(year_hint)
+    for rx, handler in plan:
+        m = rx.match(s)
+        if m is None or not handler(m, out, st):
+            return None
+        s = s[m.end():]
+    _cut_text(out, s)
+    return out, st.tkey, st.yearless
 
 
 def clean_line(raw: str) -> CleanLine:
@@ -1185,6 +1245,7 @@ class _Event:
     yearless: bool = False  # tkey from a time without a year (glog, syslog), set on 1970 until known
 
 
+PLAN_MEMO = 4096  # digit templates of lines whose prefixes are remembered
 REDACT_MEMO = 4096  # digit templates of lines known to hold no secret
 _DIGITS_B = bytes.maketrans(b"123456789", b"000000000")
 FACTS_MEMO = 2048  # texts whose _TextFacts are remembered (an error storm repeats its lines)
@@ -1484,6 +1545,7 @@ class _Scanner:
         # nvidia-smi process-table rows: (gpu, pid, process name, MiB, line, source index)
         self.gpu_procs: list[tuple[int, int, str, int, CleanLine, int]] = []
         self._facts: dict[str, _TextFacts] = {}
+        self._plans: dict[bytes, tuple] = {}  # digit template of a plain line -> the prefixes it took
 
     # ---- streaming -------------------------------------------------------------------------
     def scan(self, name: str, fh: BinaryIO) -> None:
@@ -1597,6 +1659,23 @@ class _Scanner:
         self._line(src, raw.decode("utf-8", "replace"), line_no, True, keep_all=False, extract=bool(flags & RULE))
 
     # ---- one line --------------------------------------------------------------------------
+    def _cleaned(self, raw: str) -> tuple[CleanLine, float | None, bool]:
+        """``_clean(raw, self.year_hint)``; a plain line whose digit template was seen before replays
+        the prefixes that one took (:func:`_clean_by_plan`) instead of trying them all again."""
+        if not _plain(raw):
+            return _clean(raw, self.year_hint)
+        key = raw.encode("ascii").translate(_DIGITS_B)
+        plan = self._plans.get(key)
+        if plan is not None:
+            done = _clean_by_plan(raw, plan, self.year_hint)
+            if done is not None:
+                return done
+        out, tkey, yearless, plan = _clean_plan(raw, self.year_hint)
+        if len(self._plans) >= PLAN_MEMO:
+            self._plans.clear()
+        self._plans[key] = plan
+        return out, tkey, yearless
+
     def _redacted(self, text: str) -> str:
         """``self.redact(text)``, remembering which lines it leaves as they are by their digit template
         (every digit read as 0): the redactor's patterns treat all digits alike (no literal digit, no
@@ -1622,7 +1701,7 @@ class _Scanner:
             return
         if not raw.strip():
             return
-        cl, tkey, yearless = _clean(raw, self.year_hint)
+        cl, tkey, yearless = self._cleaned(raw)
         if tkey is not None and not yearless and cl.ts and cl.ts[:4].isdigit() and cl.ts[:4] != "1970":
             self.year_hint = int(cl.ts[:4])
         # a glog/syslog time has no year: it is kept (on 1970) and given the run's year, once one is

@@ -142,3 +142,38 @@ def test_threads_scan_with_one_prefilter_at_once():
         t.join()
     assert not errors and got == [want] * 4
 
+
+def test_prefix_patterns_treat_all_digits_alike():
+    """_Scanner._cleaned replays the prefixes a line's digit template took; every prefix pattern and
+    the file-name check must then read any ASCII digit as any other."""
+    pats = [v for k, v in vars(trainlog).items() if k.startswith("_P_") and isinstance(v, re.Pattern)]
+    pats.append(trainlog._NOT_HOST)
+    assert len(pats) >= 20
+    bad = [p.pattern for p in pats if not _digit_free(p.pattern)]
+    assert not bad, bad
+
+
+def test_a_replayed_prefix_reads_what_cleaning_reads():
+    """Every plain line of the real fixtures, with its digits changed, cleaned by the plan its first
+    form took, gives what cleaning it the long way gives (rank, host, time, level, text)."""
+    import random
+
+    def fields(r):
+        cl, tkey, yearless = r
+        return cl.text, cl.rank, cl.node, cl.ts, cl.device, cl.pid, cl.level, tkey, yearless
+
+    rng = random.Random(11)
+    fix = os.path.join(os.path.dirname(__file__), "fixtures", "trainlog")
+    n = 0
+    for name in sorted(os.listdir(fix)):
+        with open(os.path.join(fix, name), encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().split("\n")
+        for raw in lines:
+            if not trainlog._plain(raw):
+                continue
+            for year in (None, 2024):
+                plan = trainlog._clean_plan(raw, year)[3]
+                other = "".join(str(rng.randrange(10)) if ch.isdigit() else ch for ch in raw)
+                assert fields(trainlog._clean_by_plan(other, plan, year)) == fields(trainlog._clean(other, year))
+                n += 1
+    assert n > 400
