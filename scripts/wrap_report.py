@@ -18,14 +18,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bot.engine import Engine  # noqa: E402
 from collectors import trainlog  # noqa: E402
-from corpus_eval import CORPUS, HELDOUT, load_cases  # noqa: E402
-
-
-def terminal_cut(text: str, width: int) -> str:
-    rows = []
-    for line in text.split("\n"):
-        rows.extend([line[i:i + width] for i in range(0, len(line), width)] or [""])
-    return "\n".join(rows)
+from corpus_eval import CORPUS, HELDOUT, load_cases, terminal_cut  # noqa: E402
 
 
 def main() -> int:

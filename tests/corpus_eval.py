@@ -144,3 +144,12 @@ def grep_top1(cases: list[Case]) -> float:
         text = case.path.read_text(encoding="utf-8", errors="replace")
         ok += grep_category(text) == case.category
     return ok / (len(cases) or 1)
+
+
+def terminal_cut(text: str, width: int) -> str:
+    """What a terminal of ``width`` columns shows: every longer line cut at the exact column (the
+    hard-wrapped pastes of tests/test_unwrap.py and scripts/wrap_report.py)."""
+    rows = []
+    for line in text.split("\n"):
+        rows.extend([line[i:i + width] for i in range(0, len(line), width)] or [""])
+    return "\n".join(rows)

@@ -8,16 +8,9 @@ from pathlib import Path
 import pytest
 
 from collectors.unwrap import unwrap, wrap_width
+from corpus_eval import terminal_cut
 
 HERE = Path(__file__).resolve().parent
-
-
-def terminal_cut(text: str, width: int) -> str:
-    """What a terminal of ``width`` columns shows: every longer line cut at the exact column."""
-    rows = []
-    for line in text.split("\n"):
-        rows.extend([line[i:i + width] for i in range(0, len(line), width)] or [""])
-    return "\n".join(rows)
 
 
 REAL = [
