@@ -25,6 +25,7 @@ KINDS: dict[str, dict[str, str]] = {
         "reserved_unallocated_gib": "reserved but unallocated (fragmentation), GiB",
         "process_gib": "memory in use by this process, GiB",
         "frag_ratio": "reserved_unallocated / reserved, 0..1",
+        "elsewhere_share": "share of the GPU neither free nor this process's: other processes' memory, 0..1",
         "at_start": "true when no training step was logged before the OOM",
     },
     "nccl-timeout": {

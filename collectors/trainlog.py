@@ -98,6 +98,7 @@ class CleanLine(LogLine):
 _TRIGGERS = [
     # GPU and host memory (_r_oom, _r_host_mem, r_oom_killer)
     r"out of memory", r"cannot allocate memory", r"not enough memory", r"bad_alloc", r"memoryerror",
+    r"total capac",
     # NCCL and c10d (_r_watchdog, _r_nccl_error, _r_nccl_warn)
     r"watchdog caught", r"timeout at nccl work", r"nccl error", r"ncclsystemerror", r"ncclinternalerror",
     r"ncclremoteerror", r"ncclinvalidusage", r"ncclunhandledcudaerror", r"nccl warn", r"got completion",
@@ -775,7 +776,9 @@ _OOM_TRIED = re.compile(r"Tried to allocate " + _U)
 _OOM_OLD = re.compile(r"\(GPU (\d+); " + _U + r" total capacity; " + _U + r" already allocated; " + _U
                       + r" free; (?:" + _U + r" reserved in total by PyTorch|" + _U + r" cached)")
 _OOM_TOTAL = re.compile(r"GPU (\d+) has a total capac\w* of " + _U + r" of which " + _U + r" is free")
-_OOM_PROC = re.compile(r"(?:this process has|Process \d+ has) " + _U + r" memory in use")
+_OOM_PROC = re.compile(r"this process has " + _U + r" memory in use")
+# PyTorch 2.1-2.3 listed every process on the GPU as "Process N has X memory in use", itself included
+_OOM_PROCS = re.compile(r"Process \d+ has " + _U + r" memory in use")
 _OOM_ALLOC = re.compile(r"Of the allocated memory " + _U + r" is allocated by PyTorch, and " + _U
                         + r" is reserved by PyTorch but unallocated")
 
@@ -790,7 +793,10 @@ def _maybe(t: str, low: str, words: tuple[str, ...]) -> bool:
 
 def _r_oom(t: str, low: str) -> list:
     if "out of memory" not in low or ("cuda" not in low and "tried to allocate" not in low):
-        return []
+        # the caching allocator's message cut before "CUDA out of memory." (a paste that starts
+        # mid-line): its own figures say what it is
+        if "total capac" not in low or not (_OOM_OLD.search(t) or (_OOM_TOTAL.search(t) and _OOM_TRIED.search(t))):
+            return []
     a: dict = {}
     m = _OOM_TRIED.search(t)
     if m:
@@ -801,7 +807,11 @@ def _r_oom(t: str, low: str) -> list:
         a["total_gib"] = _gib(*m.group(2, 3))
         a["allocated_gib"] = _gib(*m.group(4, 5))
         a["free_gib"] = _gib(*m.group(6, 7))
-        res = _gib(*m.group(8, 9)) if m.group(8) else _gib(*m.group(10, 11))
+        if m.group(8):
+            res = _gib(*m.group(8, 9))
+        else:  # PyTorch <= 1.3 said "X cached": held by the allocator on top of what is allocated
+            cached = _gib(*m.group(10, 11))
+            res = None if cached is None or a["allocated_gib"] is None else round(a["allocated_gib"] + cached, 4)
         a["reserved_gib"] = res
         if res is not None and a["allocated_gib"] is not None:
             a["reserved_unallocated_gib"] = round(max(res - a["allocated_gib"], 0.0), 4)
@@ -811,8 +821,11 @@ def _r_oom(t: str, low: str) -> list:
         a["total_gib"] = _gib(*m.group(2, 3))
         a["free_gib"] = _gib(*m.group(4, 5))
     m = _OOM_PROC.search(t)
+    procs = _OOM_PROCS.findall(t) if m is None else []
     if m:
         a["process_gib"] = _gib(*m.group(1, 2))
+    elif len(procs) == 1:  # the only process on the GPU is this one (with several, which is unknown)
+        a["process_gib"] = _gib(*procs[0])
     m = _OOM_ALLOC.search(t)
     if m:
         al, ru = _gib(*m.group(1, 2)), _gib(*m.group(3, 4))
@@ -823,6 +836,11 @@ def _r_oom(t: str, low: str) -> list:
     res, ru = a.get("reserved_gib"), a.get("reserved_unallocated_gib")
     if res and ru is not None:
         a["frag_ratio"] = round(ru / res, 4)
+    # what neither this process nor the free pool accounts for: another process's memory on the GPU
+    total, free = a.get("total_gib"), a.get("free_gib")
+    mine = max(a.get("process_gib") or 0.0, a.get("reserved_gib") or 0.0)
+    if total and free is not None and mine:
+        a["elsewhere_share"] = round(max(total - free - mine, 0.0) / total, 4)
     return [("cuda-oom", {k: v for k, v in a.items() if v is not None})]
 
 

