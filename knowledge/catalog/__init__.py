@@ -255,7 +255,8 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "category": self.category, "family": self.family,
-                "entry": self.entry, "library": self.library, "version": self.version, "where": self.where}
+                "entry": self.entry, "library": self.library, "version": self.version, "where": self.where,
+                "wrapper": self.wrapper, "pointer": self.pointer}
 
 
 @dataclass
