@@ -1,10 +1,21 @@
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Compiled prefilters (Hyperscan, where installed) go to a folder of this test run, never to the
+# user's own cache folder; subprocesses under test inherit it.
+if "GPU_TRIAGE_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="gpu-triage-test-cache-")
+    os.environ["GPU_TRIAGE_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, True)
 
 
 @pytest.fixture(scope="session")

@@ -111,7 +111,9 @@ def test_hyperscan_database_is_cached_and_rebuilt_when_damaged(tmp_path, monkeyp
     assert first.engine == "hyperscan"
     cached = [p for p in os.listdir(tmp_path) if p.endswith(".hsdb")]
     assert len(cached) == 1
-    second = trainlog._Prefilter(keywords)  # read back
+    inode = (tmp_path / cached[0]).stat().st_ino
+    second = trainlog._Prefilter(keywords)  # read back, not compiled (a compile writes a new file)
+    assert (tmp_path / cached[0]).stat().st_ino == inode
     assert second.select(data) == first.select(data) and first.select(data)
     (tmp_path / cached[0]).write_bytes(b"not a database")
     third = trainlog._Prefilter(keywords)  # compiled anew, and the cache rewritten
