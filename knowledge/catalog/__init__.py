@@ -199,7 +199,9 @@ def regex_literals(pattern: str, flags: int = 0) -> list[str]:
 
 
 # literal runs that healthy output is full of: never the run a row is looked up by
-_CHATTER = {"nccl info", "nccl info ", "nccl warn", "error:", "warning:"}
+# runs that healthy output holds everywhere: NCCL_DEBUG=INFO prefixes, and "for GPU" ("Setting affinity
+# for GPU 3 to ...", on every rank at every init)
+_CHATTER = {"nccl info", "nccl info ", "nccl warn", "error:", "warning:", "for gpu"}
 
 
 def _anchor(runs: list[str]) -> str | None:
