@@ -235,3 +235,21 @@ def test_horovod_shut_down_is_an_echo_of_another_rank_s_error(engine):
     # alone, the second reading is what is left: a rank left the loop early
     d = engine.diagnose_text(shut)
     assert d.causes and d.causes[0].id == "horovod-shut-down-rank-left", [(c.id, c.confidence) for c in d.causes]
+
+
+def test_the_parsed_catalog_cache_keeps_only_the_newest_few(tmp_path, monkeypatch):
+    # one cache file per catalog version: older ones (an upgrade, an edited catalog) are pruned
+    import os
+    import time
+
+    for i in range(cat.CACHE_KEEP + 3):
+        stale = tmp_path / f"catalog-{i:016x}.json"
+        stale.write_text("{}")
+        os.utime(stale, (time.time() - 1000 + i, time.time() - 1000 + i))
+    monkeypatch.setattr(cat, "_CACHE", {})
+    rows = cat.shipped(tmp_path)
+    assert len(rows) >= 1000
+    left = sorted(p.name for p in tmp_path.glob("catalog-*.json"))
+    assert len(left) == cat.CACHE_KEEP and any(p.stat().st_size > 1000 for p in tmp_path.glob("catalog-*.json"))
+    monkeypatch.setattr(cat, "_CACHE", {})
+    assert len(cat.shipped(tmp_path)) == len(rows)  # read back from the cache it just wrote

@@ -675,6 +675,9 @@ _CACHE: dict[str, Catalog] = {}
 _CACHE_VERSION = "2"
 
 
+CACHE_KEEP = 4  # parsed-catalog caches kept in the data directory
+
+
 def shipped(cache_dir: str | Path | None = None) -> Catalog:
     """The shipped catalogs, loaded once per process.
 
@@ -701,6 +704,10 @@ def shipped(cache_dir: str | Path | None = None) -> Catalog:
             tmp.write_text(json.dumps({"version": _CACHE_VERSION, "rows": [asdict(r) for r in cat.rows]}),
                            encoding="utf-8")
             os.replace(tmp, path)
+            # one cache per catalog version: keep the newest few, not one per upgrade forever
+            old = sorted(path.parent.glob("catalog-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+            for stale in old[CACHE_KEEP:]:
+                stale.unlink(missing_ok=True)
         except OSError:
             pass  # a read-only data dir: load from YAML next time too
     return cat
