@@ -253,3 +253,15 @@ def test_the_parsed_catalog_cache_keeps_only_the_newest_few(tmp_path, monkeypatc
     assert len(left) == cat.CACHE_KEEP and any(p.stat().st_size > 1000 for p in tmp_path.glob("catalog-*.json"))
     monkeypatch.setattr(cat, "_CACHE", {})
     assert len(cat.shipped(tmp_path)) == len(rows)  # read back from the cache it just wrote
+
+
+def test_the_prefilter_literal_is_worked_out_once_and_survives_the_cache(tmp_path, monkeypatch):
+    from knowledge.catalog import _prefilter_anchor
+
+    fresh = cat.load(validate=False)
+    assert all(row.prefilter == _prefilter_anchor(row) for row in fresh.rows)
+    monkeypatch.setattr(cat, "_CACHE", {})
+    cat.shipped(tmp_path)  # writes the parsed-catalog cache
+    monkeypatch.setattr(cat, "_CACHE", {})
+    cached = cat.shipped(tmp_path)  # reads it back
+    assert cached.anchors() == fresh.anchors() and all(row.prefilter for row in cached.rows)
