@@ -2466,10 +2466,8 @@ def parse_text(text: str, *, source: str = "paste", keywords: Iterable[str] = ()
     if "\x00" in text[:SNIFF]:
         raise InputError(f"{source}: the text contains NUL bytes, so it is binary data, not a log; "
                          f"paste the job's text output instead")
-    if len(text) <= UNWRAP_LIMIT:
-        text = unwrap(text)
     sc = _Scanner(keywords)
-    sc.scan(source, io.BytesIO(text.encode("utf-8", "surrogatepass")))
+    sc.scan(source, _unwrapped(io.BytesIO(text.encode("utf-8", "surrogatepass"))))
     return sc.finish()
 
 
