@@ -35,7 +35,7 @@ from typing import BinaryIO, Callable, Iterable, NamedTuple, Sequence
 import re2
 
 from collectors.findings import KINDS, Finding, FirstError, LogLine
-from collectors.unwrap import unwrap
+from collectors.unwrap import fill_result_rows, unquote_lines, unwrap
 from collectors.kernel_patterns import (DRIVER_LOADED, r_gpu_lost, r_io_error, r_nfs, r_nvlink, r_oom_killer,
                                         r_pcie, r_xid)
 from collectors.locale_table import ZH_TO_EN
@@ -2302,7 +2302,7 @@ def _unwrapped(stream: BinaryIO) -> BinaryIO:
     if len(data) > UNWRAP_LIMIT:
         return _Peek(data, stream)  # type: ignore[return-value]
     text = data.decode("utf-8", "surrogateescape")
-    glued = unwrap(text)
+    glued = fill_result_rows(unquote_lines(unwrap(text)))
     return io.BytesIO(data if glued == text else glued.encode("utf-8", "surrogateescape"))
 
 

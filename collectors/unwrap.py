@@ -11,12 +11,21 @@ takes the first row's place and the rows it swallowed become empty, so every lin
 number (evidence still points at the right line of the file). Tables whose rows all have the same
 width (nvidia-smi, kubectl, DCGM) are left alone: a row that ends or a row that starts with a box
 or border character is never glued, nor is a row followed by what starts a log line of its own.
+
+:func:`unquote_lines` undoes the other damage a paste picks up on the way: a message copied out of a
+URL (an issue title, a search link, a chat preview) arrives percent-encoded, "undefined%20symbol:%20..."
+with no space left in it. A line with no space and at least two encoded spaces is decoded in place.
+
+:func:`fill_result_rows` repairs a table layout: ``dcgmi diag`` prints one row per result of a test,
+and only the first of them names the test ("| GPU Memory | Pass - GPU: 1 |" then "|  | Fail - GPU: 0 |"),
+so the failing row alone does not say which test failed. Each such row gets its test's name back.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from urllib.parse import unquote
 
 MIN_WIDTH = 60    # narrower "terminals" are more likely a fixed-width table or a banner
 MIN_FULL = 3      # full-width rows needed before the input counts as hard-wrapped
@@ -91,3 +100,47 @@ def unwrap(text: str) -> str:
         i = j + 1
     return "\n".join(line + ("\r" if cr else "") for line, cr in zip(out, ends_cr))
 
+
+
+_ENCODED_SPACE = re.compile(r"%20|%2C|%3A", re.IGNORECASE)
+
+
+def unquote_lines(text: str) -> str:
+    """``text`` with its percent-encoded lines (no space, two or more encoded spaces) decoded;
+    the same number of lines (an encoded line break stays a space)."""
+    if "%20" not in text:
+        return text
+    lines = text.split("\n")
+    changed = False
+    for i, line in enumerate(lines):
+        if " " in line or "%20" not in line or len(_ENCODED_SPACE.findall(line)) < 2:
+            continue
+        lines[i] = re.sub(r"[\r\n]", " ", unquote(line, errors="replace"))
+        changed = True
+    return "\n".join(lines) if changed else text
+
+
+_RESULT_ROW = re.compile(r"^(\s*\|)([^|]*)(\|\s*(?:Pass|Fail|Skip|Warn)\b)")
+
+
+def fill_result_rows(text: str) -> str:
+    """``text`` with the unnamed result rows of a ``dcgmi diag`` table named after the row above
+    that names its test (same number of lines, nothing else changed)."""
+    if "| Fail" not in text and "|  Fail" not in text and "Fail - " not in text:
+        return text
+    lines = text.split("\n")
+    name = ""
+    changed = False
+    for i, line in enumerate(lines):
+        m = _RESULT_ROW.match(line)
+        if m is None:
+            if not line.lstrip().startswith("|") or line.lstrip().startswith("|-") or "+--" in line[:4]:
+                name = ""  # the table (or its section) ended
+            continue
+        if m.group(2).strip():
+            name = m.group(2).strip()
+        elif name:
+            cell = " " + name
+            lines[i] = m.group(1) + cell.ljust(len(m.group(2))) + line[m.end(2):]
+            changed = True
+    return "\n".join(lines) if changed else text

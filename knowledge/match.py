@@ -135,6 +135,7 @@ class Cause:
     findings: list[Finding] = field(default_factory=list)
     learned: float = 0.0  # how much the team's feedback moved it (knowledge.learning)
     alternative: bool = False  # below the bar, shown as what to check next (bot.engine.alternatives)
+    support: float = 0.0  # the score before any cap: orders causes capped at the same confidence
 
     @property
     def id(self) -> str:
@@ -316,8 +317,9 @@ class Matcher:
                                               "while a specific cause is present",
                                               f"x{SYMPTOM_FACTOR}：这是症状（别的故障引起的连带报错），"
                                               "而已有具体原因"))
-        # on a tie the curated entry leads: a team entry earns its place with the team's feedback
-        causes.sort(key=lambda c: (-c.confidence, c.entry.origin != "curated", _first_line(c)))
+        # on a tie the curated entry leads (a team entry earns its place with the team's feedback),
+        # then the one with more support before the caps (two causes held at 0.3 by the same cap)
+        causes.sort(key=lambda c: (-c.confidence, c.entry.origin != "curated", -c.support, _first_line(c)))
         return causes
 
     def _claimed(self, ei: int, finding: Finding) -> bool:
@@ -434,6 +436,7 @@ class Matcher:
                                 f"+{W_FIRST_ERROR}：包含时间上最早的错误（第 {n} 行）"))
         confidence = 1.0 - math.prod(1.0 - w for w in weights)
         confidence = min(confidence * penalty, 0.99)
+        support = confidence
         if entry.requires and not sig_hits and phrase_hit is None and not any(by_kind.get(k) for k in entry.requires):
             # an entry about one kind of failure, held up only by evidence every failure of its
             # family shows (a timeout, a laggard): not without its own kind of fact
@@ -450,7 +453,7 @@ class Matcher:
                                 "no signature, phrase or primary finding",
                                 f"上限 {SUPPORT_ONLY_CAP}：只有辅助发现（权重 < {PRIMARY_RULE}），"
                                 "没有特征、短语或主要发现"))
-        return Cause(entry, round(confidence, 3), evidence, explain, used)
+        return Cause(entry, round(confidence, 3), evidence, explain, used, support=round(support, 3))
 
 
 CATALOG_TAG = "catalog:"

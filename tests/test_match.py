@@ -119,3 +119,17 @@ def test_an_entry_about_one_failure_is_not_made_by_generic_evidence(engine):
     oom = "[rank17]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
     ids = [c["id"] for c in as_dict(engine.diagnose_text("".join(lines[:64]) + oom + "".join(lines[64:])))["causes"]]
     assert "cuda-oom-rank-imbalance" in ids
+
+
+def test_causes_held_at_the_same_cap_are_ordered_by_their_support(engine):
+    # a bare "unhandled system error" (no NCCL WARN naming the call): shared memory and the memlock
+    # limit are both held at the support-only cap; /dev/shm has more support (NCCL's troubleshooting
+    # guide puts it first for containers, and a memlock failure prints its own ibv_reg_mr WARN)
+    text = ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1169, "
+            "unhandled system error, NCCL version 2.10.3\n"
+            "ncclSystemError: System call (socket, malloc, munmap, etc) failed.\n")
+    causes = engine.diagnose_text(text).causes
+    assert causes[0].id == "nccl-unhandled-system-error"
+    capped = [c for c in causes[1:] if c.id in ("nccl-shm-segment-failed", "memlock-limit-too-low")]
+    assert [c.id for c in capped] == ["nccl-shm-segment-failed", "memlock-limit-too-low"]
+    assert capped[0].confidence == capped[1].confidence and capped[0].support > capped[1].support
