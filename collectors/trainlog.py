@@ -18,7 +18,9 @@ import calendar
 import functools
 import gzip
 import hashlib
+import html
 import io
+import json
 import itertools
 import os
 import platform
@@ -477,9 +479,35 @@ _TQDM = re.compile(r".*?\d{1,3}%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*
 def _unslack(s: str) -> str:
     if "<" in s:
         s = _SLACK_LINK.sub(lambda m: m.group(2) if m.group(1) else m.group(3), s)
-    if "&" in s:
-        s = s.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    if "&" in s and ";" in s:
+        # Slack's three escapes, and the entities a page scraped or copied as HTML source carries
+        s = html.unescape(s)
     return s
+
+
+# one record of a structured log: Docker's json-file driver ({"log": ..., "stream": ..., "time": ...}),
+# a JSON logger or a cloud logging export ("message", "msg", "textPayload")
+_JSON_TEXT = ("log", "message", "msg", "textPayload", "MESSAGE")
+_JSON_TIME = ("time", "timestamp", "ts", "@timestamp", "asctime")
+MAX_JSON_LINE = 1 << 16  # a longer line is read as it is (no record of a failing job is that long)
+
+
+def _unjson(s: str) -> str:
+    """The message of a one-line JSON log record, after its time when it has one; else ``s``."""
+    if not (s.startswith("{") and s.rstrip().endswith("}")) or len(s) > MAX_JSON_LINE:
+        return s
+    try:
+        rec = json.loads(s)
+    except ValueError:
+        return s
+    if not isinstance(rec, dict):
+        return s
+    text = next((rec[k] for k in _JSON_TEXT if isinstance(rec.get(k), str)), None)
+    if text is None:
+        return s
+    when = next((rec[k] for k in _JSON_TIME if isinstance(rec.get(k), str)), "")
+    text = text.rstrip("\n")
+    return f"{when} {text}" if when and _P_ISO.match(when) else text
 
 
 def _iso(y: int | None, mo: int, d: int, h: int, mi: int, sec: int, frac: str | None, tz: str | None) -> str:
@@ -669,8 +697,11 @@ def _prefix_steps(c: str) -> tuple:
 
 def _undecorate(raw: str) -> str:
     """A raw line without what a terminal or chat put around it: ANSI colours, carriage-return
-    overwrites, Slack escapes, a tqdm bar printed over, Chinese-locale C library texts, code fences."""
+    overwrites, Slack and HTML escapes, a tqdm bar printed over, Chinese-locale C library texts, code
+    fences; a one-line JSON log record (Docker's json-file driver, a JSON logger) becomes its message."""
     s = raw
+    if s[:1] == "{":
+        s = _unjson(s)
     if "\x1b" in s:
         s = _ANSI.sub("", s)
     if "\r" in s:
@@ -728,7 +759,7 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
 def _plain(raw: str) -> bool:
     """A line :func:`_undecorate` leaves as it is but for trailing space (ASCII, no escapes or overwrites)."""
     return (raw.isascii() and "\x1b" not in raw and "\r" not in raw and "<" not in raw and "&" not in raw
-            and "`" not in raw and not ("|" in raw and "%" in raw))
+            and "`" not in raw and raw[:1] != "{" and not ("|" in raw and "%" in raw))
 
 
 def _clean_by_plan(raw: str, plan: tuple, year_hint: int | None) -> tuple[CleanLine, float | None, bool] | None:
