@@ -443,8 +443,10 @@ _P_WORKER = re.compile(r"\(\w+ rank=(\d+) pid=(\d+)\)\s?")
 # Ray's prefix on every line a worker, actor or task prints (python/ray/_private/worker.py,
 # print_to_stdstream): "(CommandActor pid=552, ip=10.130.6.168)", "(pid=4121)", "(raylet, ip=...)".
 _P_RAY = re.compile(r"\((?:[\w.:+-]+(?:, | ))?pid=(\d+)(?:, ip=([\w.:-]+))?\)\s?")
+# (then, in a CRI log as containerd writes it under /var/log/pods, the stream and a full/partial tag)
 _P_ISO = re.compile(
-    r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?:?\s*")
+    r"\[?(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})([.,]\d+)?(Z|[+-]\d{2}:?\d{2})?\]?:?\s*"
+    r"(?:(?:stdout|stderr) [FP] )?")
 _P_USDATE = re.compile(r"(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})(?:\s*-)?\s*")
 _P_GLOG_BR = re.compile(
     r"\[([IWEF])(\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(\.\d+)?(?: +\d+)?(?: [\w./-]+:\d+)?\]\s?")
@@ -666,11 +668,22 @@ def _h_host(m, out: CleanLine, st: _Stamp) -> bool:
 
 
 _P_GT = re.compile(r"> *")  # a quote's ">" (Slack, e-mail) and the spaces after it
+# `docker compose logs`: "<service>-<n>  | " (v1: "<project>_<service>_<n>"), names padded to one width
+_P_COMPOSE = re.compile(r"([\w.-]+[-_]\d+) +\| ")
+# `kubectl logs --prefix` (and stern-like tools): "[pod/<pod>/<container>] "; the pod stands for the host
+_P_KPOD = re.compile(r"\[pod/([\w.-]+)/[\w.-]+\]\s?")
+
+
+def _h_kpod(m, out: CleanLine, st: _Stamp) -> bool:
+    out.node = out.node or m.group(1)
+    return True
+
+
 _SRUN, _ISO, _USDATE = (_P_SRUN, _h_srun), (_P_ISO, _h_iso), (_P_USDATE, _h_usdate)
 _NCCL, _HOSTRANK, _HOST = (_P_NCCL, _h_nccl), (_P_HOSTRANK, _h_hostrank), (_P_HOST, _h_host)
 _NAMED = ((_P_SYSLOG, _h_syslog), (_P_KERNEL, _h_skip), (_P_FACILITY, _h_facility))
-_BRACKET = ((_P_RANK, _h_rank), (_P_DEFAULT, _h_default), (_P_LIGHTNING, _h_rank), _ISO, (_P_CTIME, _h_ctime),
-            (_P_GLOG_BR, _h_glog), (_P_GLOG_OLD, _h_level), (_P_LEVEL, _h_level), (_P_MONO, _h_skip))
+_BRACKET = ((_P_RANK, _h_rank), (_P_KPOD, _h_kpod), (_P_DEFAULT, _h_default), (_P_LIGHTNING, _h_rank), _ISO,
+            (_P_CTIME, _h_ctime), (_P_GLOG_BR, _h_glog), (_P_GLOG_OLD, _h_level), (_P_LEVEL, _h_level), (_P_MONO, _h_skip))
 
 
 @functools.lru_cache(maxsize=512)
@@ -692,7 +705,7 @@ def _prefix_steps(c: str) -> tuple:
         steps = ((_P_GLOG, _h_glog),)
     if not c.isalnum():
         return steps
-    return steps + (_NCCL,) + (_NAMED if c.isalpha() else ()) + (_HOSTRANK, _HOST)
+    return steps + (_NCCL,) + (_NAMED if c.isalpha() else ()) + (_HOSTRANK, _HOST, (_P_COMPOSE, _h_kpod))
 
 
 def _undecorate(raw: str) -> str:
@@ -2333,7 +2346,9 @@ def _unwrapped(stream: BinaryIO) -> BinaryIO:
     if len(data) > UNWRAP_LIMIT:
         return _Peek(data, stream)  # type: ignore[return-value]
     text = data.decode("utf-8", "surrogateescape")
-    glued = fill_result_rows(unquote_lines(unwrap(text)))
+    # colours off before the prefilter reads the bytes ("Bus \x1b[31merror" is "Bus error")
+    plain = _ANSI.sub("", text) if "\x1b" in text else text
+    glued = fill_result_rows(unquote_lines(unwrap(plain)))
     return io.BytesIO(data if glued == text else glued.encode("utf-8", "surrogateescape"))
 
 

@@ -14,7 +14,8 @@ or border character is never glued, nor is a row followed by what starts a log l
 
 :func:`unquote_lines` undoes the other damage a paste picks up on the way: a message copied out of a
 URL (an issue title, a search link, a chat preview) arrives percent-encoded, "undefined%20symbol:%20..."
-with no space left in it. A line with no space and at least two encoded spaces is decoded in place.
+with no space left in it. A run of such text (two or more encoded spaces, commas or colons, not a
+URL) is decoded in place.
 
 :func:`fill_result_rows` repairs a table layout: ``dcgmi diag`` prints one row per result of a test,
 and only the first of them names the test ("| GPU Memory | Pass - GPU: 1 |" then "|  | Fail - GPU: 0 |"),
@@ -103,24 +104,26 @@ def unwrap(text: str) -> str:
 
 
 _ENCODED_SPACE = re.compile(r"%20|%2C|%3A", re.IGNORECASE)
+_ENCODED_RUN = re.compile(r"\S*%20\S*")
+
+
+def _decoded(m: re.Match) -> str:
+    run = m.group(0)
+    if "%20" not in run or "://" in run or len(_ENCODED_SPACE.findall(run)) < 2:
+        return run  # a URL quoted in a log line stays a URL
+    return re.sub(r"[\r\n]", " ", unquote(run, errors="replace"))
 
 
 def unquote_lines(text: str) -> str:
-    """``text`` with its percent-encoded lines (no space, two or more encoded spaces) decoded;
-    the same number of lines (an encoded line break stays a space)."""
+    """``text`` with its percent-encoded runs (no space inside, two or more encoded spaces, commas or
+    colons, one of them a space) decoded; the same number of lines (an encoded line break stays a
+    space). A run with one encoded space (a file name in a URL) is left as it is."""
     if "%20" not in text:
         return text
-    lines = text.split("\n")
-    changed = False
-    for i, line in enumerate(lines):
-        if " " in line or "%20" not in line or len(_ENCODED_SPACE.findall(line)) < 2:
-            continue
-        lines[i] = re.sub(r"[\r\n]", " ", unquote(line, errors="replace"))
-        changed = True
-    return "\n".join(lines) if changed else text
+    return _ENCODED_RUN.sub(_decoded, text)
 
 
-_RESULT_ROW = re.compile(r"^(\s*\|)([^|]*)(\|\s*(?:Pass|Fail|Skip|Warn)\b)")
+_RESULT_ROW = re.compile(r"^([^|]*\|)([^|]*)(\|\s*(?:Pass|Fail|Skip|Warn)\b)")
 
 
 def fill_result_rows(text: str) -> str:
@@ -134,7 +137,7 @@ def fill_result_rows(text: str) -> str:
     for i, line in enumerate(lines):
         m = _RESULT_ROW.match(line)
         if m is None:
-            if not line.lstrip().startswith("|") or line.lstrip().startswith("|-") or "+--" in line[:4]:
+            if "|" not in line or "|-" in line or "+--" in line:
                 name = ""  # the table (or its section) ended
             continue
         if m.group(2).strip():

@@ -34,6 +34,11 @@ FORMS = {
     "cri": lambda line: "2024-05-02T03:14:07.741223011Z stderr F " + line,
     # an e-mail or Slack quote
     "quote": lambda line: "> " + line,
+    # `kubectl logs --prefix`, `docker compose logs`
+    "kubectl-prefix": lambda line: "[pod/trainer-worker-3/pytorch] " + line,
+    "compose": lambda line: "trainer-1  | " + line,
+    # colours around the level words (a terminal capture, a CI log)
+    "ansi": lambda line: line.replace("Error", "\x1b[31mError\x1b[0m").replace("error", "\x1b[1;31merror\x1b[0m"),
 }
 
 
@@ -43,7 +48,7 @@ def test_a_log_in_another_form_is_diagnosed_as_the_log_itself(engine, name, form
     text = (CORPUS / name).read_text(encoding="utf-8")
     want = engine.diagnose_text(text).causes[0]
     dressed = "\n".join(FORMS[form](line) if line else line for line in text.split("\n"))
-    assert dressed != text or form == "html"  # html.escape leaves a log without < > & " ' as it is
+    assert dressed != text or form in ("html", "ansi")  # html.escape leaves a log without < > & " ' as it is
     got = engine.diagnose_text(dressed).causes
     assert got and (got[0].id, got[0].category) == (want.id, want.category)
 
@@ -69,3 +74,16 @@ def test_what_only_looks_like_a_json_record_is_left_alone(line):
 def test_html_entities_are_read_and_plain_ampersands_kept():
     assert clean_line("Expected tensor &quot;x&quot; &lt;float&gt; on cuda:0").text == 'Expected tensor "x" <float> on cuda:0'
     assert clean_line("set NCCL_IB_HCA=mlx5_0 && run").text == "set NCCL_IB_HCA=mlx5_0 && run"
+
+
+@pytest.mark.parametrize("line, node, text", [
+    ("[pod/trainer-worker-3/pytorch] RuntimeError: CUDA out of memory.", "trainer-worker-3",
+     "RuntimeError: CUDA out of memory."),
+    ("trainer-1  | RuntimeError: CUDA out of memory.", "trainer-1", "RuntimeError: CUDA out of memory."),
+    ("proj_trainer_1  | Killed", "proj_trainer_1", "Killed"),
+    ("step 10 | loss 0.5", None, "step 10 | loss 0.5"),                       # a table cell, not a service
+    ("2024-05-02T03:14:07.741223011Z stderr F Killed", None, "Killed"),       # CRI: stream and tag go too
+])
+def test_container_log_prefixes_are_read(line, node, text):
+    cl = clean_line(line)
+    assert (cl.node, cl.text) == (node, text)
