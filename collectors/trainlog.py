@@ -174,14 +174,20 @@ _NRANKS_FAST = re.compile(rb"rank (\d+) nranks (\d+)")
 
 
 def _nranks(buf: bytes) -> list[tuple[bytes, bytes]]:
-    """Every ``rank N nranks M`` of ``buf`` that starts a word (NCCL INFO logs hold one per rank
-    and communicator)."""
+    """The distinct ``rank N nranks M`` pairs of ``buf`` that start a word somewhere (NCCL INFO logs
+    hold one per rank and communicator: findall over the chunk, then each distinct pair is checked
+    for one occurrence at a word start, which is nearly always its first)."""
     out = []
-    for m in _NRANKS_FAST.finditer(buf):
-        st = m.start()
-        if st == 0 or not (buf[st - 1:st].isalnum() or buf[st - 1:st] == b"_"):
-            out.append(m.groups())
+    for pair in set(_NRANKS_FAST.findall(buf)):
+        needle = b"rank %s nranks %s" % pair
+        st = buf.find(needle)
+        while st > 0 and (buf[st - 1:st].isalnum() or buf[st - 1:st] == b"_"):
+            st = buf.find(needle, st + 1)
+        if st >= 0:
+            out.append(pair)
     return out
+
+
 _STATE_B = re.compile(b"|".join(t.encode() for t in _STATE))  # on the lower-cased line
 _FILE_FRAME_B = re.compile(b"|".join(t.encode() for t in _STATE[12:21]))
 _SHM_HINTS_B = tuple(t.replace("\\", "").encode() for t in _STATE[:12])
