@@ -130,14 +130,16 @@ MAX_ALTERNATIVES = 2
 
 
 def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
-                 entry: Callable[[str], Entry | None] = lambda _id: None) -> list[Cause]:
+                 entry: Callable[[str], Entry | None] = lambda _id: None,
+                 next_of: Callable[[Entry], list[str]] = lambda e: list(e.check_next)) -> list[Cause]:
     """Causes below the bar, from categories the reported causes do not cover, that the evidence
     still points at: what an expert would check next when the evidence fits more than one cause.
 
     First the weaker causes the evidence itself scored; then the families the top cause's entry
-    names in ``check_next``: the readings its messages admit (a lost heartbeat: a dead node, a
-    preemption or the network; a kubelet eviction: the node's memory or disk). Only beside a confident cause (a paste with no known failure keeps
-    "no confident cause"), one per category, marked ``alternative``.
+    names in ``check_next`` (``next_of``: an entry that names none takes its family's): the readings
+    its messages admit (a lost heartbeat: a dead node, a preemption or the network; a kubelet
+    eviction: the node's memory or disk). Only beside a confident cause (a paste with no known
+    failure keeps "no confident cause"), one per category, marked ``alternative``.
     """
     if not causes:
         return []
@@ -153,7 +155,7 @@ def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
         out.append(cause)
     top = causes[0]
     by_id = {c.id: c for c in ranked}
-    for fam in top.entry.check_next:
+    for fam in next_of(top.entry):
         if len(out) >= MAX_ALTERNATIVES:
             break
         target = by_id.get(fam)
@@ -293,7 +295,7 @@ class Engine:
         if verdicts and sig:
             learning.apply(ranked, learning.adjustments(sig, verdicts))
         causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
-        causes += alternatives(ranked, causes, self.matcher.entry)
+        causes += alternatives(ranked, causes, self.matcher.entry, self.matcher.check_next)
         candidates = [c for c in ranked if c.confidence < CONFIDENT and c not in causes][:5]
         shape = job_shape(parsed.lines, findings, self.gpus)
         diagnosis = Diagnosis(

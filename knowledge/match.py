@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -182,10 +183,26 @@ class Matcher:
         i = self._index.get(entry_id)
         return None if i is None else self.entries[i]
 
+    def check_next(self, entry: Entry) -> list[str]:
+        """The families to check after ``entry``: its own ``check_next``, else those of the family its
+        catalogued messages belong to (an ECC error's next checks are the GPU-fault family's; an
+        entry no catalogued message points at has none)."""
+        if entry.check_next:
+            return list(entry.check_next)
+        fam = self._family_of.get(entry.id)
+        target = self.entry(fam) if fam else None
+        return [f for f in target.check_next if f != entry.id] if target is not None else []
+
     def __init__(self, entries: Sequence[Entry], catalog: Any = None):
         self.entries = list(entries)
         self.catalog = catalog
         self._index = {e.id: i for i, e in enumerate(self.entries)}
+        # an entry's family: the one most of the catalogued messages that point at it belong to
+        votes: dict[str, Counter[str]] = {}
+        for row in getattr(catalog, "rows", None) or ():
+            if row.entry and row.family and row.family != row.entry:
+                votes.setdefault(row.entry, Counter())[row.family] += 1
+        self._family_of = {eid: c.most_common(1)[0][0] for eid, c in votes.items()}
         self._compiled = [
             _Compiled(e, [(compile_signature(s, e), literal_anchor(s)) for s in e.signatures],
                       [p for p in (normalise(p) for p in e.phrases) if p])

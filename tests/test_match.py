@@ -133,3 +133,22 @@ def test_causes_held_at_the_same_cap_are_ordered_by_their_support(engine):
     capped = [c for c in causes[1:] if c.id in ("nccl-shm-segment-failed", "memlock-limit-too-low")]
     assert [c.id for c in capped] == ["nccl-shm-segment-failed", "memlock-limit-too-low"]
     assert capped[0].confidence == capped[1].confidence and capped[0].support > capped[1].support
+
+
+def test_an_entry_without_check_next_takes_its_familys(engine):
+    # cuda-illegal-memory-access names no check_next; its catalogued messages belong to the CUDA
+    # runtime-error family, whose next check is a GPU fault: an illegal address is a code bug first,
+    # a failing GPU (XID 31/43 vs 48/79 in the kernel log) second
+    m = engine.matcher
+    e = m.entry("cuda-illegal-memory-access")
+    assert e is not None and not e.check_next
+    assert "family-gpu-hardware-fault" in m.check_next(e)
+    text = ("RuntimeError: CUDA error: an illegal memory access was encountered\n"
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
+    causes = engine.diagnose_text(text).causes
+    assert causes[0].id == "cuda-illegal-memory-access" and causes[0].confidence >= 0.5
+    assert "gpu-hardware" in [c.category for c in causes[1:3] if c.alternative]
+    # an entry with its own check_next keeps it; one no catalogued message points at has none
+    own = m.entry("nccl-watchdog-timeout")
+    assert m.check_next(own) == own.check_next
+    assert m.check_next(m.entry("xid-13-graphics-exception")) == []
