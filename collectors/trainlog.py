@@ -431,6 +431,8 @@ def _compile_prefilter(keywords: Iterable[str]):
 # Cleaning
 # --------------------------------------------------------------------------------------------
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
+# the same colours after rsyslog escaped the control character (ESC written as "#033")
+_ANSI_SYSLOG = re.compile(r"#033\[[0-9;?]*[ -/]*[@-~]")
 _SLACK_LINK = re.compile(r"<((?:https?|ftp|mailto):[^|>\s]*)\|([^>]*)>|<((?:https?|ftp|mailto):[^>\s]*)>")
 _FENCE = re.compile(r"^\s*```[\w-]*\s*|\s*```\s*$")
 _MON = {m: i for i, m in enumerate(
@@ -723,6 +725,8 @@ def _undecorate(raw: str) -> str:
         s = _unjson(s)
     if "\x1b" in s:
         s = _ANSI.sub("", s)
+    if "#033[" in s:
+        s = _ANSI_SYSLOG.sub("", s)
     if "\r" in s:
         parts = [p for p in s.split("\r") if p.strip()]
         s = parts[-1] if parts else ""
@@ -778,7 +782,7 @@ def _clean(raw: str, year_hint: int | None = None) -> tuple[CleanLine, float | N
 def _plain(raw: str) -> bool:
     """A line :func:`_undecorate` leaves as it is but for trailing space (ASCII, no escapes or overwrites)."""
     return (raw.isascii() and "\x1b" not in raw and "\r" not in raw and "<" not in raw and "&" not in raw
-            and "`" not in raw and raw[:1] != "{" and not ("|" in raw and "%" in raw))
+            and "`" not in raw and raw[:1] != "{" and "#033[" not in raw and not ("|" in raw and "%" in raw))
 
 
 def _clean_by_plan(raw: str, plan: tuple, year_hint: int | None) -> tuple[CleanLine, float | None, bool] | None:
@@ -2354,6 +2358,7 @@ def _unwrapped(stream: BinaryIO) -> BinaryIO:
     text = data.decode("utf-8", "surrogateescape")
     # colours off before the prefilter reads the bytes ("Bus \x1b[31merror" is "Bus error")
     plain = _ANSI.sub("", text) if "\x1b" in text else text
+    plain = _ANSI_SYSLOG.sub("", plain) if "#033[" in plain else plain
     glued = fill_result_rows(unquote_lines(unwrap(plain)))
     return io.BytesIO(data if glued == text else glued.encode("utf-8", "surrogateescape"))
 

@@ -87,3 +87,11 @@ def test_html_entities_are_read_and_plain_ampersands_kept():
 def test_container_log_prefixes_are_read(line, node, text):
     cl = clean_line(line)
     assert (cl.node, cl.text) == (node, text)
+
+
+def test_colours_escaped_by_rsyslog_are_taken_off():
+    # rsyslog writes a control character as "#" and its octal code: ESC is "#033"
+    line = "#033[2m#033[33m(raylet)#033[0m Workers (tasks / actors) killed due to memory pressure (OOM)"
+    cl = clean_line(line)
+    assert "#033" not in cl.text and cl.text.endswith("killed due to memory pressure (OOM)")
+    assert cl.text.startswith("(raylet)") or cl.text.startswith("Workers")
