@@ -88,9 +88,15 @@ def test_an_ambiguous_message_lists_what_an_expert_checks_next(engine):
     want = top.entry.check_next
     assert [a.id for a in alts] == want[:2] and all(a.alternative and a.confidence < 0.5 for a in alts)
     assert len({c.category for c in d.causes}) == len(d.causes)
-    # a specific, unambiguous answer without check_next gets none
-    d = engine.diagnose_text("RuntimeError: CUDA error: an illegal memory access was encountered")
+    # a specific, unambiguous answer with no check_next of its own or of a family gets none
+    d = engine.diagnose_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.35 GiB "
+                             "total capacity; 76.10 GiB already allocated; 1.02 GiB free; 77.20 GiB reserved "
+                             "in total by PyTorch)")
+    assert d.causes and d.causes[0].category == "gpu-memory" and not engine.matcher.check_next(d.causes[0].entry)
     assert not any(c.alternative and "checked next" in " ".join(c.explain) for c in d.causes)
+    # one without its own check_next takes its family's: an illegal address is a code bug first, a GPU second
+    d = engine.diagnose_text("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert [c.category for c in d.causes][:2] == ["software", "gpu-hardware"] and d.causes[1].alternative
 
 
 def test_a_wrapper_row_yields_to_the_message_it_wraps(shipped, engine):
