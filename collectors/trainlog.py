@@ -1067,7 +1067,11 @@ def _r_disk(t: str, low: str) -> list:
     if "transport endpoint is not connected" in low and _ENOTCONN_PATH.search(t):
         # ENOTCONN on a file path: the FUSE or network mount behind it (s3fs, NFS, GCS FUSE) went away
         out.append(("io-error", {"text": t}))
-    if "no space left on device" in low or "disk quota exceeded" in low or "errno 28" in low:
+    if ("no space left on device" in low or "disk quota exceeded" in low or "errno 28" in low
+            or "insufficient disk space" in low or "not enough space on the disk" in low):
+        # the last two: a service's own wording (SageMaker's "Artifact upload failed:Insufficient
+        # disk space") and Windows' ERROR_DISK_FULL text ("[WinError 112] There is not enough space
+        # on the disk")
         if not _shm_context(low):
             a: dict = {"errno": 122 if "quota" in low else 28}
             m = _NOSPACE_PATH.search(t) or _PATH_BEFORE.search(t)

@@ -761,3 +761,12 @@ def test_the_fast_nranks_reader_reads_as_the_word_bounded_pattern():
     # a pair seen first inside a word and later at a word start is still found
     late = b"localrank 5 nranks 8\nrank 5 nranks 8"
     assert _nranks(late) == [(b"5", b"8")] and _nranks(b"localrank 5 nranks 8") == []
+
+
+@pytest.mark.parametrize("line", [
+    "UnexpectedStatusException: Error for Training job hf-train-1: Failed. Reason: ClientError: Artifact upload failed:Insufficient disk space",
+    "OSError: [WinError 112] There is not enough space on the disk: 'D:\\\\ckpt\\\\model.safetensors'",
+])
+def test_disk_full_in_a_services_or_windows_wording(line):
+    res = parse_text(line)
+    assert any(f.kind == "disk-full" for f in res.findings)
