@@ -20,8 +20,8 @@ import gzip
 import hashlib
 import html
 import io
-import json
 import itertools
+import json
 import os
 import platform
 import re
@@ -691,7 +691,8 @@ _SRUN, _ISO, _USDATE = (_P_SRUN, _h_srun), (_P_ISO, _h_iso), (_P_USDATE, _h_usda
 _NCCL, _HOSTRANK, _HOST = (_P_NCCL, _h_nccl), (_P_HOSTRANK, _h_hostrank), (_P_HOST, _h_host)
 _NAMED = ((_P_SYSLOG, _h_syslog), (_P_KERNEL, _h_skip), (_P_FACILITY, _h_facility))
 _BRACKET = ((_P_RANK, _h_rank), (_P_KPOD, _h_kpod), (_P_DEFAULT, _h_default), (_P_LIGHTNING, _h_rank), _ISO,
-            (_P_CTIME, _h_ctime), (_P_GLOG_BR, _h_glog), (_P_GLOG_OLD, _h_level), (_P_LEVEL, _h_level), (_P_MONO, _h_skip))
+            (_P_CTIME, _h_ctime), (_P_GLOG_BR, _h_glog), (_P_GLOG_OLD, _h_level), (_P_LEVEL, _h_level),
+            (_P_MONO, _h_skip))
 
 
 @functools.lru_cache(maxsize=512)
