@@ -1502,18 +1502,50 @@ class _Picked:
 _WORKER: dict = {}  # the prefilter and step pattern, set before the workers are forked
 
 
-def _pick_file(path: str) -> _Picked:
-    """Prefilter one file in a worker process (the byte-level part of :meth:`_Scanner.scan`)."""
+class _Slice:
+    """The bytes ``[start, end)`` of an open file, read as a stream."""
+
+    def __init__(self, fh: BinaryIO, start: int, end: int) -> None:
+        fh.seek(start)
+        self.fh, self.left = fh, end - start
+
+    def read(self, n: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        data = self.fh.read(self.left if n < 0 else min(n, self.left))
+        self.left -= len(data)
+        return data
+
+
+def _lines_before(fh: BinaryIO, start: int) -> bytes:
+    """The last STATE_BACK lines before byte ``start`` (the look-back of a range's first lines)."""
+    if start <= 0:
+        return b""
+    back = min(start, 1 << 20)
+    fh.seek(start - back)
+    return _last_lines(fh.read(back), STATE_BACK)
+
+
+def _pick_file(path: str, start: int = 0, end: int | None = None) -> _Picked:
+    """Prefilter one file, or the lines between byte ``start`` and ``end`` (both at line starts), in
+    a worker process (the byte-level part of :meth:`_Scanner.scan`). Line numbers count from the
+    start of what was read; a range after the first also offers its first FOLLOW_LINES lines as
+    context, since a follow-setter may end the range before it (the parent decides)."""
     pre, step_b = _WORKER["pre"], _WORKER["step_b"]
     out: list[tuple[int, bytes, int, int, int]] = []
     base = nbytes = bad = world = 0
     ranks: set[int] = set()
     first_step = None
-    owed = 0
-    prev = b""
+    owed = FOLLOW_LINES if start > 0 else 0
     try:
         with open(path, "rb") as fh:
-            stream = _open_stream(path, fh)
+            prev = _lines_before(fh, start)
+            if end is None:
+                stream = _open_stream(path, fh)
+            elif start == 0:
+                stream = _open_stream(path, _Slice(fh, 0, end))  # type: ignore[arg-type]
+            else:
+                stream = _Slice(fh, start, end)  # type: ignore[assignment]
             for nread, buf in _chunks(stream, lambda: BIG_CHUNK):
                 nbytes += nread
                 if not buf:
@@ -1567,10 +1599,46 @@ def _workers() -> int:
         return os.cpu_count() or 1
 
 
+RANGE_BYTES = 32 << 20  # a file this many times two or larger is prefiltered in ranges of about this size
+
+
+def _range_bytes() -> int:
+    env = os.environ.get("GPU_TRIAGE_SCAN_RANGE_KB", "")
+    return max(64, int(env)) << 10 if env.isdigit() else RANGE_BYTES
+
+
+def _ranges(path: str) -> list[tuple[str, int, int | None]]:
+    """The pieces a worker each prefilters: the whole file, or, for a large plain file, ranges of
+    about _range_bytes() that start and end at line starts."""
+    step = _range_bytes()
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return [(path, 0, None)]
+    if size < 2 * step or _gzipped(path):
+        return [(path, 0, None)]
+    cuts = [0]
+    with open(path, "rb") as fh:
+        for at in range(step, size, step):
+            if at <= cuts[-1]:
+                continue
+            fh.seek(at)
+            block = fh.read(MAX_LINE_BYTES)
+            nl = block.find(b"\n")
+            if nl < 0 or at + nl + 1 >= size:
+                break
+            cuts.append(at + nl + 1)
+    cuts.append(size)
+    return [(path, a, b) for a, b in zip(cuts, cuts[1:])]
+
+
 def _parallel_from(files: Sequence[str]) -> int:
     """Index of the first file a worker may prefilter: the ones before it are read in this process
     (they keep every line while the input is under FULL_LIMIT), and so is everything from standard
     input on."""
+    known = _known_size(files)
+    if known is not None and known > FULL_LIMIT:
+        return 0  # known to be large: no line is kept whole, so every file may go to a worker
     total = 0
     for i, f in enumerate(files):
         if total > FULL_LIMIT:
@@ -1655,8 +1723,15 @@ class _Scanner:
         """Take in a file a worker prefiltered (:func:`_pick_file`): its lines are read here, in
         order, exactly as :meth:`scan` would have read them once the input is past FULL_LIMIT."""
         src = self._source(name)
-        src.bad_lines = picked.bad_lines
-        src.first_step = picked.first_step
+        self.merge_piece(src, picked, 0)
+        self._done(src, picked.n_lines, picked.bytes_read == 0)
+
+    def merge_piece(self, src: _Src, picked: "_Picked", offset: int) -> None:
+        """Take in one prefiltered piece of ``src``: a whole file, or a range of one whose lines
+        start after ``offset`` lines (the ranges before it, merged in order)."""
+        src.bad_lines += picked.bad_lines
+        if src.first_step is None and picked.first_step is not None:
+            src.first_step = offset + picked.first_step
         self.bytes_read += picked.bytes_read
         for line_no, raw, flags, shm_back, file_back in picked.lines:
             if src.follow > 0:
@@ -1664,11 +1739,10 @@ class _Scanner:
                 flags = RULE
             elif flags == CONTEXT:
                 continue
-            self._take(src, raw, line_no, flags, shm_back, file_back)
+            self._take(src, raw, offset + line_no, flags, shm_back, file_back)
         self.ranks_seen.update(picked.ranks)
         if picked.world:
             self.world = max(self.world or 0, picked.world)
-        self._done(src, picked.n_lines, picked.bytes_read == 0)
 
     def _chunk(self, src: _Src, buf: bytes, base: int, small: bool) -> int:
         src.bad_lines += _bad_lines(buf)
@@ -2454,8 +2528,9 @@ def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin: Bi
         raise InputError(error)
 
     split = _parallel_from(files)
-    if len(files) - split < 2 or _workers() < 2:
-        split = len(files)
+    tasks = [piece for f in files[split:] for piece in _ranges(f)]
+    if len(tasks) < 2 or _workers() < 2:
+        split, tasks = len(files), []
     for f in files[:split]:
         if f == "-":
             fh = stdin if stdin is not None else sys.stdin.buffer
@@ -2471,12 +2546,27 @@ def parse_paths(paths: Sequence[str], *, keywords: Iterable[str] = (), stdin: Bi
             refused(f, "permission")
         except IsADirectoryError:
             continue
-    if split < len(files):
-        for f, picked in _pick_all(sc, files[split:]):
-            if picked.error is None:
-                sc.merge(f, picked)
-            else:
-                refused(f, picked.error)
+    # the pieces come back in order; a file's ranges are merged into one source, line numbers running on
+    cur: list = []  # [source, lines so far, bytes so far] of the file being merged
+    failed = ""
+    for (f, start, _end), picked in _pick_all(sc, tasks):
+        if start == 0:
+            if cur:
+                sc._done(cur[0], cur[1], cur[2] == 0)
+            cur, failed = [], ""
+        if f == failed:
+            continue
+        if picked.error is not None:
+            failed = f
+            refused(f, picked.error)
+            continue
+        if not cur:
+            cur = [sc._source(f), 0, 0]
+        sc.merge_piece(cur[0], picked, cur[1])
+        cur[1] += picked.n_lines
+        cur[2] += picked.bytes_read
+    if cur:
+        sc._done(cur[0], cur[1], cur[2] == 0)
     if sc.bytes_read == 0 or not sc.lines_read:
         names = ", ".join(sc.sources) or ", ".join(paths)
         raise InputError(f"{names}: the input is empty; pass the job's log with its content "
@@ -2492,28 +2582,32 @@ def _gzipped(path: str) -> bool:
         return False
 
 
-def _pick_all(sc: _Scanner, files: Sequence[str]) -> Iterable[tuple[str, _Picked]]:
-    """Prefilter ``files`` on all cores, one worker per file, and yield the results in file order.
-    At most two files per worker are in flight, so memory stays bounded by the kept lines of those
-    files, not by the whole input. A gzip file is read in this process, in its turn."""
+def _pick_all(sc: _Scanner, tasks: Sequence[tuple[str, int, int | None]]
+              ) -> Iterable[tuple[tuple[str, int, int | None], _Picked]]:
+    """Prefilter ``tasks`` (whole files, or byte ranges of a large one: :func:`_ranges`) on all
+    cores, one worker per piece, and yield the results in order. At most two pieces per worker are
+    in flight, so memory stays bounded by the kept lines of those pieces, not by the whole input. A
+    gzip file is read in this process, in its turn."""
     import concurrent.futures
     import multiprocessing
 
-    n = min(_workers(), len(files))
+    if not tasks:
+        return
+    n = min(_workers(), len(tasks))
     _WORKER.update(pre=sc.pre, step_b=sc.step_b)
     ctx = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        def submit(f: str):
-            return None if _gzipped(f) else pool.submit(_pick_file, f)
+        def submit(task: tuple[str, int, int | None]):
+            return None if task[2] is None and _gzipped(task[0]) else pool.submit(_pick_file, *task)
 
-        todo = iter(files)
-        pending: deque = deque((f, submit(f)) for f in itertools.islice(todo, 2 * n))
+        todo = iter(tasks)
+        pending: deque = deque((t, submit(t)) for t in itertools.islice(todo, 2 * n))
         while pending:
-            f, fut = pending.popleft()
+            task, fut = pending.popleft()
             nxt = next(todo, None)
             if nxt is not None:
                 pending.append((nxt, submit(nxt)))
-            yield f, (_pick_file(f) if fut is None else fut.result())
+            yield task, (_pick_file(*task) if fut is None else fut.result())
 
 
 def _scan_one(sc: _Scanner, name: str, fh: BinaryIO) -> None:
