@@ -152,3 +152,14 @@ def test_an_entry_without_check_next_takes_its_familys(engine):
     own = m.entry("nccl-watchdog-timeout")
     assert m.check_next(own) == own.check_next
     assert m.check_next(m.entry("xid-13-graphics-exception")) == []
+
+
+def test_a_store_connect_failure_points_next_at_the_launch_settings(engine):
+    # a TCPStore that cannot be reached: the network first, then the address and port the ranks were
+    # given (MASTER_ADDR/PORT, a launcher that ignored them), then a master that never came up
+    text = ("torch.distributed.DistNetworkError: The client socket has failed to connect to "
+            "[node-0]:29500 (errno: 113 - No route to host).\n")
+    causes = engine.diagnose_text(text).causes
+    assert causes[0].category == "communication" and causes[0].confidence >= 0.5
+    alts = [c for c in causes if c.alternative]
+    assert [c.id for c in alts][:1] == ["family-launch-config"]
