@@ -100,7 +100,7 @@ class CleanLine(LogLine):
 _TRIGGERS = [
     # GPU and host memory (_r_oom, _r_host_mem, r_oom_killer)
     r"out of memory", r"cannot allocate memory", r"not enough memory", r"bad_alloc", r"memoryerror",
-    r"total capac",
+    r"total capac", r"cpu virtual memory:[^\n]*percent = (9[0-9]|100)",
     # NCCL and c10d (_r_watchdog, _r_nccl_error, _r_nccl_warn)
     r"watchdog caught", r"timeout at nccl work", r"nccl error", r"ncclsystemerror", r"ncclinternalerror",
     r"ncclremoteerror", r"ncclinvalidusage", r"ncclunhandledcudaerror", r"nccl warn", r"got completion",
@@ -122,7 +122,8 @@ _TRIGGERS = [
     r"joblib will operate in serial mode|_multiprocessing_helpers\.py)",
     # storage (_r_disk, r_io_error, r_nfs, and the frames that make a later ENOTCONN a file's: _FILE_FRAME)
     r"resourceexhaustederror", r"resource exhausted", r"resource_exhausted", r"transport endpoint is not connected",
-    r"no space left on device", r"disk quota exceeded", r"errno 28", r"input/output error", r"errno 5\]",
+    r"no space left on device", r"disk quota exceeded", r"errno 28", r"insufficient disk space",
+    r"not enough space on the disk", r"input/output error", r"errno 5\]",
     r"stale file handle", r"read-only file system", r"i/o error", r"remounting filesystem read-only",
     r"critical medium error", r"ext[234]-fs", r"xfs \(", r"not responding",
     # the scheduler (_r_slurm) and the launcher (_r_rdzv, _r_exit, _r_elastic, torchrun's summary)
@@ -1084,8 +1085,18 @@ def _r_disk(t: str, low: str) -> list:
     return out
 
 
+# DeepSpeed's see_memory_usage: "CPU Virtual Memory:  used = 502.63 GB, percent = 99.8%" (psutil's
+# virtual_memory(): percent is (total - available) / total, page cache not counted as used)
+_DS_CPU_MEM = re.compile(r"CPU Virtual Memory:\s+used = ([\d.]+) GB, percent = ([\d.]+)%")
+
+
 def _r_host_mem(t: str, low: str) -> list:
     out = r_oom_killer(t, low)
+    if "cpu virtual memory" in low:
+        m = _DS_CPU_MEM.search(t)
+        if m and float(m.group(2)) <= 100:
+            out.append(("host-memory", {"used_mib": round(float(m.group(1)) * 1024),
+                                        "available_pct": round(100 - float(m.group(2)), 1)}))
     if ("not enough memory" in low or "cannot allocate memory" in low or "bad_alloc" in low
             or re.match(r"(?:\w+\.)*MemoryError\b", t)) and not _shm_context(low):
         # ENOMEM on a shared-memory file (mmap of </torch_...>, /dev/shm) is the shm rule's

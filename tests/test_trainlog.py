@@ -803,3 +803,16 @@ def test_the_fast_nranks_reader_reads_as_the_word_bounded_pattern():
 def test_disk_full_in_a_services_or_windows_wording(line):
     res = parse_text(line)
     assert any(f.kind == "disk-full" for f in res.findings)
+
+
+def test_deepspeeds_memory_line_is_read_and_only_a_full_host_is_a_cause(engine):
+    busy = ("[2023-03-01 05:13:31,393] [INFO] [utils.py:834:see_memory_usage] "
+            "CPU Virtual Memory:  used = 502.63 GB, percent = 99.8%")
+    calm = busy.replace("502.63", "28.43").replace("99.8%", "22.6%")
+    assert not [f for f in parse_text(calm).findings if f.kind == "host-memory"] or \
+        [f.attrs["available_pct"] for f in parse_text(calm).findings if f.kind == "host-memory"] == [77.4]
+    found = [f.attrs for f in parse_text(busy).findings if f.kind == "host-memory"]
+    assert found == [{"used_mib": 514693, "available_pct": 0.2}]
+    causes = engine.diagnose_text(busy).causes
+    assert causes and causes[0].category == "host-memory" and causes[0].confidence >= 0.5
+    assert not [c for c in engine.diagnose_text(calm).causes if c.confidence >= 0.5]
