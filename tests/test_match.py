@@ -163,3 +163,14 @@ def test_a_store_connect_failure_points_next_at_the_launch_settings(engine):
     assert causes[0].category == "communication" and causes[0].confidence >= 0.5
     alts = [c for c in causes if c.alternative]
     assert [c.id for c in alts][:1] == ["family-launch-config"]
+
+
+def test_nccls_unhandled_cuda_error_is_a_cuda_call_not_the_network(engine):
+    # ncclUnhandledCudaError: "a call to a CUDA function failed"; every reading the entry lists is a
+    # driver/CUDA/NCCL mismatch, a faulted GPU or device memory, none is the network
+    for text in ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled cuda "
+                 "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+                 "ncclUnhandledCudaError: Call to CUDA function failed.\n",
+                 "OSError: (External) NCCL error(1), unhandled cuda error.\n"):
+        cats = [c.category for c in engine.diagnose_text(text).causes]
+        assert cats[0] == "software" and "gpu-hardware" in cats[:3] and "communication" not in cats[:1], cats

@@ -626,8 +626,10 @@ def _cut_short_of(row: Row, rest: str) -> bool:
 
 
 def _wraps(o, h) -> bool:
-    """``h``'s match lies inside one of ``o``'s placeholders."""
-    return h[3] > h[2] and any(a <= h[2] and h[3] <= b for a, b in o[4])
+    """``h``'s match lies inside one of ``o``'s placeholders, or starts inside ``o``'s own text and
+    runs on into the placeholder (Paddle's "NCCL error(1), unhandled cuda error" read whole by one row,
+    inside the frame "(External) NCCL error(%d), %s")."""
+    return h[3] > h[2] and any((a <= h[2] and h[3] <= b) or (o[2] <= h[2] < a < h[3] <= b) for a, b in o[4])
 
 
 def _covers(o, h) -> bool:
