@@ -1,8 +1,12 @@
 """The matcher's scoring rules, on real log lines, with small entries made for each rule."""
 
+from pathlib import Path
+
 from collectors.findings import Finding, FirstError, LogLine
 from knowledge.loader import Entry
 from knowledge.match import CONFIDENT, Matcher, literal_anchor
+
+HERE = Path(__file__).resolve().parent
 
 # real lines (pytorch/pytorch and NVIDIA/nccl issue threads; see tests/corpus for whole logs)
 WATCHDOG = ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=52, OpType=ALLREDUCE, "
@@ -174,3 +178,17 @@ def test_nccls_unhandled_cuda_error_is_a_cuda_call_not_the_network(engine):
                  "OSError: (External) NCCL error(1), unhandled cuda error.\n"):
         cats = [c.category for c in engine.diagnose_text(text).causes]
         assert cats[0] == "software" and "gpu-hardware" in cats[:3] and "communication" not in cats[:1], cats
+
+
+def test_a_clean_nccl_teardown_is_not_a_failure(engine):
+    # every local rank prints "[Service thread] Connection closed by localRank N" (INFO) when it closes
+    # its proxy connection: at a clean exit as after a crash. Alone it names no cause; beside the
+    # error that made a rank leave, the error speaks
+    chatter = (HERE / "fixtures" / "benign" / "nccl-info.log").read_text(encoding="utf-8").splitlines()[:40]
+    teardown = [f"gpu-node-01:1234:1290 [{r}] NCCL INFO [Service thread] Connection closed by localRank {r}"
+                for r in range(4)]
+    done = "gpu-node-01:1234:1234 [0] NCCL INFO comm 0x55d0 rank 0 nranks 8 cudaDev 0 busId 1b000 - Destroy COMPLETE"
+    assert not [c for c in engine.diagnose_text("\n".join(chatter + teardown + [done])).causes if c.confidence >= 0.5]
+    warn = "gpu-node-02:4321:4390 [1] NCCL WARN socketProgress: Connection closed by remote peer gpu-node-01<42830>"
+    causes = engine.diagnose_text("\n".join(chatter + [warn] + teardown)).causes
+    assert causes and causes[0].id == "nccl-connection-closed-by-peer"
