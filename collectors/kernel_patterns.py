@@ -138,7 +138,9 @@ def r_nvlink(t: str, low: str) -> list:
         m = XID.search(t)
         if (m and int(m.group(2)) in NVLINK_XIDS) or _SXID.search(t):
             return [("nvlink-error", {"text": t})]
-    if "nvlink" in low and any(w in low for w in _NVLINK_BAD):
+    if "nvlink" in low and any(w in low for w in _NVLINK_BAD) and "nvls" not in low and "nvlink sharp" not in low:
+        # NVLink SHARP (NVLS) is NCCL's multicast feature: a failure to set it up (no fabric manager, no
+        # multicast support, a container) is NCCL falling back, not an NVLink link error
         return [("nvlink-error", {"text": t})]
     return []
 
@@ -163,9 +165,15 @@ _FS_ERROR = re.compile(r"EXT[234]-fs (?:error|\([^)]*\):.*\b(?:error|aborted|abo
                        r"XFS \([^)]*\):.*(?:\berror\b|corrupt|shut ?down)", re.IGNORECASE)
 
 
+# EIO from a network transport (a verbs call, a libfabric/EFA completion, UCX) is the fabric's, not storage's
+_NET_TRANSPORT = ("net/ofi", "net/ib", "net/socket", "net/plugin", "ucx ", "ibv_", "fi_", "efa", "rdma", "mlx5")
+
+
 def r_io_error(t: str, low: str) -> list:
     """Block-device and filesystem errors, and the EIO / stale-handle / read-only errors
-    applications see when storage fails."""
+    applications see when storage fails (not an EIO a network transport reports)."""
+    if any(w in low for w in _IO_WORDS) and any(n in low for n in _NET_TRANSPORT):
+        return []
     if any(w in low for w in _IO_WORDS) or (("ext" in low or "xfs" in low) and _FS_ERROR.search(t)):
         return [("io-error", {"text": t})]
     return []

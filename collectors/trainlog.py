@@ -1090,6 +1090,11 @@ def _r_disk(t: str, low: str) -> list:
 _DS_CPU_MEM = re.compile(r"CPU Virtual Memory:\s+used = ([\d.]+) GB, percent = ([\d.]+)%")
 
 
+def _pinning(low: str) -> bool:
+    """The line is about pinning memory for RDMA (verbs calls, the locked-memory limit)."""
+    return "ibv_" in low or "locked memory" in low or "memlock" in low or "reg_mr" in low
+
+
 def _r_host_mem(t: str, low: str) -> list:
     out = r_oom_killer(t, low)
     if "cpu virtual memory" in low:
@@ -1098,8 +1103,9 @@ def _r_host_mem(t: str, low: str) -> list:
             out.append(("host-memory", {"used_mib": round(float(m.group(1)) * 1024),
                                         "available_pct": round(100 - float(m.group(2)), 1)}))
     if ("not enough memory" in low or "cannot allocate memory" in low or "bad_alloc" in low
-            or re.match(r"(?:\w+\.)*MemoryError\b", t)) and not _shm_context(low):
-        # ENOMEM on a shared-memory file (mmap of </torch_...>, /dev/shm) is the shm rule's
+            or re.match(r"(?:\w+\.)*MemoryError\b", t)) and not _shm_context(low) and not _pinning(low):
+        # ENOMEM on a shared-memory file (mmap of </torch_...>, /dev/shm) is the shm rule's; on an RDMA
+        # registration (ibv_reg_mr, ibv_create_cq, "max locked memory") the locked-memory limit's
         out.append(("host-oom", {"text": t}))
     return out
 

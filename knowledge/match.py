@@ -462,7 +462,19 @@ class Matcher:
                 kinds = ", ".join(entry.requires)
                 explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: none of the facts it requires ({kinds}) was found",
                                     f"上限 {SUPPORT_ONLY_CAP}：没有找到它所要求的事实（{kinds}）"))
-        if not primary and len(specific_kinds) >= 2:
+        info = [e.line for e in evidence if (e.source, e.line_no) in primary]
+        if info and all(_info_only(t) for t in info) and sum("retrying" in t for t in info) < RETRIES_STUCK \
+                and not any(_PATH_BROKEN.search(t) for t in info) and not any(by_kind.get(k) for k in FAILURE_KINDS):
+            # NCCL reports a failure with WARN; what it prints at INFO (a probe that fell back, a
+            # connect refused while the peer is not yet listening, a teardown) healthy runs print too:
+            # beside no failure at all it is no cause. A connect retried again and again, or one whose
+            # packets go nowhere (timed out, no route), is a failure in progress: the job hangs there
+            if confidence > SUPPORT_ONLY_CAP:
+                confidence = SUPPORT_ONLY_CAP
+                explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: only NCCL INFO lines, and no failure "
+                                    "anywhere in the log",
+                                    f"上限 {SUPPORT_ONLY_CAP}：只有 NCCL INFO 行，日志里没有任何失败"))
+        elif not primary and len(specific_kinds) >= 2:
             explain.append(Said("two kinds of supporting findings agree: no cap", "两类辅助发现相互印证：不设上限"))
         elif not primary:
             confidence = min(confidence, SUPPORT_ONLY_CAP)
@@ -471,6 +483,21 @@ class Matcher:
                                 f"上限 {SUPPORT_ONLY_CAP}：只有辅助发现（权重 < {PRIMARY_RULE}），"
                                 "没有特征、短语或主要发现"))
         return Cause(entry, round(confidence, 3), evidence, explain, used, support=round(support, 3))
+
+
+# findings that say something failed (not a probe, a setting or a count)
+FAILURE_KINDS = ("nccl-warn", "nccl-error", "nccl-timeout", "exit-signal", "python-exception", "cuda-error",
+                 "cuda-oom", "rendezvous-error", "slurm-event", "oom-killer", "host-oom", "ib-error", "xid",
+                 "gpu-lost", "disk-full", "io-error", "shm-error", "shm-bus-error", "nvlink-error")
+RETRIES_STUCK = 3  # NCCL INFO "... retrying" lines that make a connection stuck, not a start-up race
+_PATH_BROKEN = re.compile(r"(?i)connection timed out|no route to host|network is unreachable")
+_NCCL_INFO = re.compile(r"^NCCL INFO\b(?!.*-> ?[1-9]\d*\s*(?:\[[^\]]*\])?\s*$)")
+
+
+def _info_only(text: str) -> bool:
+    """An NCCL INFO line that is not one of the error-return traces ("misc/socket.cc:581 -> 2")
+    NCCL prints only while an error unwinds."""
+    return _NCCL_INFO.match(text) is not None
 
 
 CATALOG_TAG = "catalog:"

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from collectors.findings import Finding, FirstError, LogLine
 from knowledge.loader import Entry
 from knowledge.match import CONFIDENT, Matcher, literal_anchor
@@ -192,3 +194,53 @@ def test_a_clean_nccl_teardown_is_not_a_failure(engine):
     warn = "gpu-node-02:4321:4390 [1] NCCL WARN socketProgress: Connection closed by remote peer gpu-node-01<42830>"
     causes = engine.diagnose_text("\n".join(chatter + [warn] + teardown)).causes
     assert causes and causes[0].id == "nccl-connection-closed-by-peer"
+
+
+@pytest.mark.parametrize("line", [
+    # what NCCL prints at INFO while it probes and falls back, in healthy runs as in failing ones
+    "node1:1234:1290 [0] NCCL INFO NET/IB : No device found.",
+    "node1:1234:1290 [0] NCCL INFO Failed to initialize NET plugin IBext",
+    "node1:1234:1290 [0] NCCL INFO NET/MLX5: Call to mlx5dv_internal_get_data_direct_sysfs_path failed with error "
+    "Operation not supported",
+    "node1:1234:1290 [0] NCCL INFO Could not enable P2P between dev 0(=1b000) and dev 1(=1c000)",
+    "node1:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying",  # a start-up race
+    "node1:1234:1290 [0] NCCL INFO Failed to bind NVLink SHARP (NVLS) Multicast memory of size 1048576 : CUDA error "
+    "801 'operation not supported'",
+])
+def test_an_nccl_info_probe_beside_no_failure_is_no_cause(engine, line):
+    chatter = (HERE / "fixtures" / "benign" / "nccl-info.log").read_text(encoding="utf-8").splitlines()[:30]
+    causes = engine.diagnose_text("\n".join(chatter + [line])).causes
+    assert not any(c.id.startswith("xid-74") for c in causes)  # NVLS multicast is not an NVLink link error
+    if "NVLS" not in line:  # (its "CUDA error 801" is a CUDA error the line itself reports)
+        assert not [c for c in causes if c.confidence >= 0.5], [(c.id, c.confidence) for c in causes]
+
+
+@pytest.mark.parametrize("lines", [
+    # the same connect retried and retried (the job hangs in NCCL's bootstrap), or one whose packets go nowhere
+    [f"zgiot:1183664:1184669 [0] NCCL INFO socketPollConnect: connect returned No route to host, retrying "
+     f"({n}/34) after sleep for {n}00 msec" for n in (26, 27)],
+    ["worker-0:16:63 [0] NCCL INFO Call to connect returned Connection refused, retrying"] * 4,
+    ["worker:101542:101934 [0] NCCL INFO Call to connect returned Connection timed out, retrying"],
+])
+def test_a_connect_that_keeps_failing_is_a_cause_even_at_info(engine, lines):
+    causes = engine.diagnose_text("\n".join(lines)).causes
+    assert causes and causes[0].category == "communication" and causes[0].confidence >= 0.5
+
+
+def test_enomem_on_an_rdma_registration_is_the_locked_memory_limit(engine):
+    line = ("[1700000000.123456] [node1:1234:0] ib_md.c:349 UCX ERROR ibv_reg_mr(address=0x7f0000000000, "
+            "length=4096, access=0xf) failed: Cannot allocate memory")
+    assert engine.diagnose_text(line).causes[0].id == "memlock-limit-too-low"
+
+
+@pytest.mark.parametrize("line, category", [
+    # EIO that a network transport reports is the fabric's; EIO from a file write is storage's
+    ("node1:1234:1290 [0] NCCL WARN NET/OFI Error posting RDMA ctrl request. RC: -5, Error: Input/output error",
+     "communication"),
+    ("node1:1:2 [0] NCCL WARN NET/IB : Call to ibv_modify_qp failed with Input/output error", "communication"),
+    ("RuntimeError: write(): fd 29 failed with Input/output error", "checkpoint-storage"),
+    ("OSError: [Errno 5] Input/output error: '/mnt/nfs/ckpt/step_1200/model.safetensors'", "checkpoint-storage"),
+])
+def test_an_input_output_error_belongs_to_the_layer_that_reported_it(engine, line, category):
+    causes = engine.diagnose_text(line).causes
+    assert causes and causes[0].category == category and causes[0].confidence >= 0.5
