@@ -2052,7 +2052,7 @@ class _Scanner:
             merged.update(self.finding_lines)
             lines = [merged[k] for k in sorted(merged)]
             truncated = True
-        return ParseResult(findings=self.findings, lines=lines, first_error=self._first_error(),
+        return ParseResult(findings=self.findings, lines=lines, first_error=_with_detail(self._first_error(), lines),
                            sources=list(self.sources), bytes_read=self.bytes_read, lines_read=self.lines_read,
                            truncated=truncated, warnings=self.warnings)
 
@@ -2315,6 +2315,32 @@ _CUT_CKPT_FUNC = re.compile(r"(?:_?(?:save|load)(?:_(?:checkpoint|state|model|st
                             r"module_state_dict|optimizer_state|from_checkpoint))?|_load_from_checkpoint|"
                             r"restore(?:_training_state|_model)?|resume_start|save_(?:zero_)?checkpoint|"
                             r"load_(?:zero_)?checkpoint|load_state_dict_from_file|_rotate_checkpoints)$")
+
+
+DETAIL_WITHIN = 6  # lines between an NCCL error and the "Last error:" PyTorch appends to it
+
+
+def _with_detail(fe: FirstError | None, lines: Sequence[LogLine]) -> FirstError | None:
+    """The first error, or, when it is an NCCL error whose message goes on with PyTorch's
+    "Last error:" and the text NCCL recorded (ncclGetLastError: "NET/OFI Unable to insert remote
+    address ...", "socketPollConnect ... failed"), that text: the same error, said specifically."""
+    if fe is None:
+        return fe
+    at = next((i for i, ln in enumerate(lines) if ln.source == fe.source and ln.line_no == fe.line_no), None)
+    if at is None:
+        return fe
+    for i in range(at + 1, min(at + 1 + DETAIL_WITHIN, len(lines))):
+        ln = lines[i]
+        if ln.source != fe.source or ln.line_no - fe.line_no > DETAIL_WITHIN:
+            break
+        if ln.text.rstrip().endswith("Last error:"):
+            nxt = next((d for d in lines[i + 1:i + 3] if d.source == fe.source and d.text.strip()), None)
+            if nxt is None or nxt.line_no - ln.line_no > 2:
+                return fe
+            return FirstError(line=nxt.text, line_no=nxt.line_no, rank=nxt.rank if nxt.rank is not None else fe.rank,
+                              node=nxt.node or fe.node, ts=nxt.ts or fe.ts, source=fe.source, basis=fe.basis,
+                              also=fe.also)
+    return fe
 
 
 def _cut_traceback(tail: list[CleanLine]) -> tuple[CleanLine, dict] | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collectors.trainlog import parse_paths, rank_and_node_from_name
+from collectors.trainlog import parse_paths, parse_text, rank_and_node_from_name
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "trainlog"
@@ -108,3 +108,19 @@ def test_an_error_storm_keeps_a_bounded_candidate_list_and_the_same_first_error(
     res = sc.finish()
     assert res.first_error.rank == 17 and "illegal memory access" in res.first_error.line
     assert res.first_error.basis == "time"
+
+
+def test_the_first_error_is_nccls_own_detail_when_pytorch_appends_it():
+    # PyTorch ends an NCCL error with "Last error:" and the text NCCL recorded (ncclGetLastError):
+    # the same error, said specifically; the answer follows the detail (the network plugin, not "internal")
+    text = ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+            "ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the NCCL developers, "
+            "NCCL version 2.20.5\n"
+            "[rank1]: ncclInternalError: Internal check failed.\n"
+            "[rank1]: Last error:\n"
+            "[rank1]: NET/OFI Unable to insert remote address into address vector for device 1. RC: 0\n")
+    res = parse_text(text)
+    assert res.first_error.line.startswith("NET/OFI Unable to insert remote address")
+    assert res.first_error.line_no == 4 and res.first_error.rank == 1
+    # without the detail the first error stays the NCCL error itself
+    assert parse_text(text.rsplit("[rank1]: Last error:", 1)[0]).first_error.line_no == 1
