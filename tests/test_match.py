@@ -244,3 +244,10 @@ def test_enomem_on_an_rdma_registration_is_the_locked_memory_limit(engine):
 def test_an_input_output_error_belongs_to_the_layer_that_reported_it(engine, line, category):
     causes = engine.diagnose_text(line).causes
     assert causes and causes[0].category == category and causes[0].confidence >= 0.5
+
+
+def test_the_failure_kinds_are_kinds_the_parser_emits():
+    from collectors.findings import KINDS
+    from knowledge.match import FAILURE_KINDS
+
+    assert set(FAILURE_KINDS) <= set(KINDS)
