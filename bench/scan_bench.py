@@ -6,7 +6,9 @@ generates the input under --dir (default: the system's temporary folder; never t
 then times, best of --repeat runs, on the same warm file:
 
   gpu-triage   the whole process: `python -m bot.cli diagnose PATH --format json`, with its peak RSS
-               (VmHWM) and whether the answer names the buried failure and its rank (or host);
+               (VmHWM), the largest scan worker's peak RSS (a folder, or a large file read in ranges,
+               is prefiltered in worker processes) and whether the answer names the buried failure
+               and its rank (or host);
   grep -E -i   `grep -E -i -c 'error|warn|fail|timeout|killed|xid|nccl'` (what an engineer types);
   wc -l        plain `wc -l`.
 
@@ -36,6 +38,8 @@ import profiles  # noqa: E402
 GREP = "error|warn|fail|timeout|killed|xid|nccl"
 CHILD = ("import sys\nfrom bot.cli import main\nrc = main(sys.argv[1:])\n"
          "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')), file=sys.stderr)\n"
+         "import resource\n"
+         "print('WorkerHWM:', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
          "sys.exit(rc)")
 
 
@@ -80,8 +84,8 @@ def main() -> int:
     # build the knowledge database once, outside the timings
     subprocess.run([sys.executable, "-m", "bot.cli", "kb", "list"], capture_output=True, env=env, cwd=ROOT)
     print(f"prefilter: {engine}; {os.cpu_count()} CPUs; best of {args.repeat}; {args.size_mb} MB per profile\n")
-    print(f"{'profile':<11}{'MB':>6}{'lines':>11}{'gpu-triage s':>13}{'peak MB':>8}{'grep -E -i s':>13}"
-          f"{'wc -l s':>9}{'x grep':>8}  buried failure named")
+    print(f"{'profile':<11}{'MB':>6}{'lines':>11}{'gpu-triage s':>13}{'peak MB':>8}{'worker MB':>10}"
+          f"{'grep -E -i s':>13}{'wc -l s':>9}{'x grep':>8}  buried failure named")
     for name in names:
         path = os.path.join(args.dir, f"{name}-{args.size_mb}mb" + ("" if name == "folder" else ".log"))
         if not os.path.exists(path):
@@ -101,10 +105,14 @@ def main() -> int:
             continue
         hwm = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("VmHWM")]
         peak = int(hwm[-1].split()[1]) / 1024 if hwm else float("nan")
+        # the scan's worker processes (a folder, or a large file read in ranges): the largest one's peak
+        whwm = [ln for ln in p.stderr.decode().splitlines() if ln.startswith("WorkerHWM:")]
+        wpeak = int(whwm[-1].split()[1]) / 1024 if whwm else 0.0
         ok = _found(json.loads(p.stdout), profiles.EXPECT[name])
         want = profiles.EXPECT[name]
         what = f"{want['kind']} at {'rank ' + str(want['rank']) if want['rank'] is not None else want['node']}"
-        print(f"{name:<11}{size / 2 ** 20:>6.0f}{lines:>11}{ours_s:>13.2f}{peak:>8.0f}{grep_s:>13.2f}{wc_s:>9.2f}"
+        print(f"{name:<11}{size / 2 ** 20:>6.0f}{lines:>11}{ours_s:>13.2f}{peak:>8.0f}{wpeak:>10.0f}"
+              f"{grep_s:>13.2f}{wc_s:>9.2f}"
               f"{ours_s / grep_s:>8.2f}  {'yes' if ok else 'NO'} ({what})")
         if not args.keep:
             shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
