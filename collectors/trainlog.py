@@ -1033,9 +1033,16 @@ _SHM_HINTS = ("shared memory", "/dev/shm", "</torch_", "shm_open", "shm.h:", "sh
               "joblib will operate in serial mode", "_multiprocessing_helpers.py")
 
 
+# a GPU kernel's on-chip shared memory (SMEM: Triton's OutOfResources, ptxas, a kernel's dynamic shared
+# memory attribute) is not /dev/shm: its limit is the GPU's, and the fix is the kernel's configuration
+_GPU_SMEM = ("out of resource: shared memory", "hardware limit", "shared memory, required", "too much shared",
+             "shared data (", "dynamicsharedmemory", "dynamic shared memory", "shared memory per block", "smem")
+
+
 def _shm_context(low: str) -> bool:
-    """The line is about POSIX shared memory (/dev/shm, NCCL's shm transport, torch's shm files)."""
-    return any(h in low for h in _SHM_HINTS)
+    """The line is about POSIX shared memory (/dev/shm, NCCL's shm transport, torch's shm files),
+    not a GPU kernel's on-chip shared memory."""
+    return any(h in low for h in _SHM_HINTS) and not any(g in low for g in _GPU_SMEM)
 
 
 def _r_shm(t: str, low: str) -> list:

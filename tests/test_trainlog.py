@@ -816,3 +816,20 @@ def test_deepspeeds_memory_line_is_read_and_only_a_full_host_is_a_cause(engine):
     causes = engine.diagnose_text(busy).causes
     assert causes and causes[0].category == "host-memory" and causes[0].confidence >= 0.5
     assert not [c for c in engine.diagnose_text(calm).causes if c.confidence >= 0.5]
+
+
+@pytest.mark.parametrize("line", [
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: 101376. "
+    "Reducing block sizes or `num_stages` may help.",
+    "ptxas error   : Entry function 'fused_attn_fwd' uses too much shared data (0x1c000 bytes, 0xc000 max)",
+    "RuntimeError: CUDA error: invalid argument (cudaFuncSetAttribute cudaFuncAttributeMaxDynamicSharedMemorySize failed)",
+])
+def test_a_gpu_kernels_shared_memory_is_not_dev_shm(line):
+    # on-chip shared memory (SMEM) per block is the GPU's limit and the kernel's configuration, not /dev/shm
+    kinds = {f.kind for f in parse_text(line).findings}
+    assert not kinds & {"shm-error", "shm-bus-error"}, kinds
+
+
+def test_dev_shm_is_still_dev_shm():
+    line = "OSError: [Errno 28] No space left on device: '/dev/shm/torch_1234_5678_0'"
+    assert {f.kind for f in parse_text(line).findings} & {"shm-error"}
