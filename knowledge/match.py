@@ -31,7 +31,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from rapidfuzz import fuzz, utils
 
@@ -273,10 +273,13 @@ class Matcher:
         phrase_best: list[tuple[float, LogLine, str] | None] = [None] * n
         if hits is None and self.catalog is not None:
             hits = self.catalog.scan(lines)
+        soft: set[tuple[str, int]] = set()  # lines holding a retry notice (a row marked transient)
         for hit in hits or ():
             if hit.row.pointer:
                 continue  # "see the error above": the line is a failure line, the layer is elsewhere
             key = (hit.line.source, hit.line.line_no)
+            if hit.row.transient:
+                soft.add(key)
             targets = [hit.row.entry, hit.row.family]
             ei = self._index.get(hit.row.entry) if hit.row.entry else None
             if ei is not None and self.entries[ei].symptom:
@@ -314,7 +317,7 @@ class Matcher:
             by_kind.setdefault(f.kind, []).append(f)
         causes = []
         for ei, comp in enumerate(self._compiled):
-            cause = self._score(ei, comp.entry, sig_hits[ei], phrase_best[ei], by_kind, first_error)
+            cause = self._score(ei, comp.entry, sig_hits[ei], phrase_best[ei], by_kind, first_error, soft)
             if cause is not None:
                 causes.append(cause)
         specific = {c.category for c in causes
@@ -343,7 +346,7 @@ class Matcher:
         return any(other != ei and _satisfies(rule, finding) for other, rule in self._specific.get(finding.kind, ()))
 
     def _score(self, ei: int, entry: Entry, sig_hits: dict, phrase_hit, by_kind: dict[str, list[Finding]],
-               first_error: FirstError | None) -> Cause | None:
+               first_error: FirstError | None, soft: Collection[tuple[str, int]] = ()) -> Cause | None:
         weights: list[float] = []
         explain: list[Said] = []
         evidence: list[Evidence] = []
@@ -462,18 +465,20 @@ class Matcher:
                 kinds = ", ".join(entry.requires)
                 explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: none of the facts it requires ({kinds}) was found",
                                     f"上限 {SUPPORT_ONLY_CAP}：没有找到它所要求的事实（{kinds}）"))
-        info = [e.line for e in evidence if (e.source, e.line_no) in primary]
-        if info and all(_info_only(t) for t in info) and sum("retrying" in t for t in info) < RETRIES_STUCK \
-                and not any(_PATH_BROKEN.search(t) for t in info) and not any(by_kind.get(k) for k in FAILURE_KINDS):
+        info = [(e.line, (e.source, e.line_no) in soft) for e in evidence if (e.source, e.line_no) in primary]
+        if info and all(retry or _info_only(t) for t, retry in info) \
+                and sum(retry or "retrying" in t for t, retry in info) < RETRIES_STUCK \
+                and not any(_PATH_BROKEN.search(t) for t, _ in info) and not any(by_kind.get(k) for k in FAILURE_KINDS):
             # NCCL reports a failure with WARN; what it prints at INFO (a probe that fell back, a
-            # connect refused while the peer is not yet listening, a teardown) healthy runs print too:
-            # beside no failure at all it is no cause. A connect retried again and again, or one whose
-            # packets go nowhere (timed out, no route), is a failure in progress: the job hangs there
+            # connect refused while the peer is not yet listening, a teardown) and a client's retry
+            # notice healthy runs print too: beside no failure at all it is no cause. A call retried
+            # again and again, or a connect whose packets go nowhere (timed out, no route), is a
+            # failure in progress: the job hangs there
             if confidence > SUPPORT_ONLY_CAP:
                 confidence = SUPPORT_ONLY_CAP
-                explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: only NCCL INFO lines, and no failure "
-                                    "anywhere in the log",
-                                    f"上限 {SUPPORT_ONLY_CAP}：只有 NCCL INFO 行，日志里没有任何失败"))
+                explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: only NCCL INFO lines or a retry or two, and "
+                                    "no failure anywhere in the log",
+                                    f"上限 {SUPPORT_ONLY_CAP}：只有 NCCL INFO 行或一两次重试，日志里没有任何失败"))
         elif not primary and len(specific_kinds) >= 2:
             explain.append(Said("two kinds of supporting findings agree: no cap", "两类辅助发现相互印证：不设上限"))
         elif not primary:
@@ -489,7 +494,7 @@ class Matcher:
 FAILURE_KINDS = ("nccl-warn", "nccl-error", "nccl-timeout", "exit-signal", "python-exception", "cuda-error",
                  "cuda-oom", "rendezvous-error", "slurm-event", "oom-killer", "host-oom", "ib-error", "xid",
                  "gpu-lost", "disk-full", "io-error", "shm-error", "shm-bus-error", "nvlink-error")
-RETRIES_STUCK = 3  # NCCL INFO "... retrying" lines that make a connection stuck, not a start-up race
+RETRIES_STUCK = 3  # retry notices that make a call stuck, not a start-up race or a transient error
 _PATH_BROKEN = re.compile(r"(?i)connection timed out|no route to host|network is unreachable")
 _NCCL_INFO = re.compile(r"^NCCL INFO\b(?!.*-> ?[1-9]\d*\s*(?:\[[^\]]*\])?\s*$)")
 

@@ -251,3 +251,17 @@ def test_the_failure_kinds_are_kinds_the_parser_emits():
     from knowledge.match import FAILURE_KINDS
 
     assert set(FAILURE_KINDS) <= set(KINDS)
+
+
+@pytest.mark.parametrize("line", [
+    "beegfs: MessagingTk (requestResponse): Retrying communication with node: meta01 [beegfs-meta:1]",
+    'W0502 03:14:07.123456 Retrying WriteObject for "ckpt/step_12000/model_00.pt": InvocationID: '
+    "gccl-invocation-id/5f1c, Attempt: 2, due to error: googleapi: Error 429: rate limit exceeded, rateLimitExceeded",
+])
+def test_a_retry_that_succeeds_is_no_cause_and_one_that_keeps_failing_is(engine, line):
+    from knowledge.match import RETRIES_STUCK
+
+    steps = (HERE / "fixtures" / "benign" / "training-progress.log").read_text(encoding="utf-8").splitlines()[:30]
+    assert not [c for c in engine.diagnose_text("\n".join(steps + [line])).causes if c.confidence >= 0.5]
+    causes = engine.diagnose_text("\n".join(steps + [line] * RETRIES_STUCK)).causes
+    assert causes and causes[0].category == "checkpoint-storage" and causes[0].confidence >= 0.5

@@ -34,7 +34,8 @@ from knowledge.loader import _Lines
 CATEGORIES = ("gpu-memory", "communication", "shared-memory", "gpu-hardware", "checkpoint-storage",
               "host-memory", "scheduler", "software")
 FILE_KEYS = ("source", "library", "version", "read_from", "url", "defaults", "messages")
-ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "finding", "example", "note", "wrapper", "pointer")
+ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "finding", "example", "note", "wrapper", "pointer",
+            "transient")
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MIN_LITERAL = 12  # literal characters a message needs in all ...
 MIN_RUN = 6       # ... and in one run, so that it says something specific
@@ -254,6 +255,10 @@ class Row:
     # hit an exception." before the traceback): a failure line, but it says nothing about the layer,
     # so it speaks for no family
     pointer: bool = False
+    # a retry notice ("connect returned Connection refused, retrying", "Retrying WriteObject ... Attempt: 2"):
+    # a healthy run prints it once when the retry succeeds, so alone, once or twice, it is no cause; seen
+    # again and again, or beside a failure, it speaks for its family (knowledge.match.RETRIES_STUCK)
+    transient: bool = False
     # the scan's byte-level prefilter literal (_prefilter_anchor), worked out once at load and kept in
     # the parsed-catalog cache, so a new process does not parse 3 600 format strings again
     prefilter: str = ""
@@ -261,7 +266,7 @@ class Row:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "category": self.category, "family": self.family,
                 "entry": self.entry, "library": self.library, "version": self.version, "where": self.where,
-                "wrapper": self.wrapper, "pointer": self.pointer}
+                "wrapper": self.wrapper, "pointer": self.pointer, "transient": self.transient}
 
 
 @dataclass
@@ -388,7 +393,7 @@ def load_file(path: Path, *, validate: bool = True) -> tuple[list[Row], list[Cat
         if not isinstance(raw, dict):
             err(where, "a row is a mapping: id, text (or pattern), where, category, family ...")
             continue
-        for flag in ("wrapper", "pointer"):
+        for flag in ("wrapper", "pointer", "transient"):
             if flag in raw and not isinstance(raw[flag], bool):
                 err(where + (flag,), f"{raw.get('id')}: {flag} must be true or false")
         extra = set(raw) - set(ROW_KEYS)
@@ -449,7 +454,8 @@ def load_file(path: Path, *, validate: bool = True) -> tuple[list[Row], list[Cat
             anchor=anchor or "", text=text_, entry=entry, finding=_resolve(spec, names) if spec else None,
             example=example, where=str(raw.get("where", "")), path=str(path), index=i,
             library=str(data.get("library", "")), version=str(data.get("version", "")),
-            wrapper=raw.get("wrapper") is True, pointer=raw.get("pointer") is True))
+            wrapper=raw.get("wrapper") is True, pointer=raw.get("pointer") is True,
+            transient=raw.get("transient") is True))
         rows[-1].prefilter = _prefilter_anchor(rows[-1])
     return rows, errors
 
