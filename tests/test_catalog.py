@@ -281,3 +281,23 @@ def test_the_prefilter_literal_is_worked_out_once_and_survives_the_cache(tmp_pat
     monkeypatch.setattr(cat, "_CACHE", {})
     cached = cat.shipped(tmp_path)  # reads it back
     assert cached.anchors() == fresh.anchors() and all(row.prefilter for row in cached.rows)
+
+
+@pytest.mark.parametrize("line", [
+    # warnings a healthy run prints, filled from the programs' own format strings (the catalog rows'
+    # `where` name them): none of them ends a job
+    "[W socket.cpp:697] [c10d] The client socket cannot be initialized to connect to [localhost]:29500 "
+    "(errno: 97 - Address family not supported by protocol).",
+    "WARNING 05-01 10:20:11 [custom_all_reduce.py:137] Custom allreduce is disabled because your platform lacks GPU "
+    "P2P capability or P2P test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+    "INFO 05-01 10:20:11 [custom_all_reduce.py:82] Custom allreduce is disabled because it's not supported on more "
+    "than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+    "[2024-05-01 10:20:11,123] [WARNING] [stage3.py:2146:step] 4 pytorch allocator cache flushes since last step. "
+    "this happens when there is high memory pressure and is detrimental to performance.",
+    "node1:1234:1290 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+    "[rank0]:[W reducer.cpp:1389] Warning: find_unused_parameters=True was specified in DDP constructor, but did "
+    "not find any unused parameters in the forward pass.",
+])
+def test_a_warning_a_healthy_run_prints_is_no_cause(engine, line):
+    causes = engine.diagnose_text(line).causes
+    assert not [c for c in causes if c.confidence >= 0.5], [(c.id, c.confidence) for c in causes]

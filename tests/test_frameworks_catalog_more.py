@@ -45,8 +45,6 @@ def _top(engine, text):
      "processes.", "checkpoint-storage", "family-storage-io"),
     # a fixed offload buffer pool is a setting, not host RAM
     ("AssertionError: Not enough buffers 3 for swapping 5", "software", "family-launch-config"),
-    ("[WARNING] [stage3.py:2940:step] 3 pytorch allocator cache flushes since last step. this happens when "
-     "there is high memory pressure and is detrimental to performance.", "gpu-memory", "family-gpu-oom"),
     # Lightning's cluster-environment checks
     ("ValueError: You set `devices=8` in Lightning, but the number of tasks per node configured in SLURM "
      "`--ntasks-per-node=1` does not match. HINT: Set `devices=1`.", "software", "family-launch-config"),
@@ -107,3 +105,13 @@ def test_dead_code_messages_are_not_catalogued(rows):
     # ContiguousMemoryAllocator is used only by deepspeed/runtime/zero/test.py in 0.19.8
     line = "AssertionError: Not enough memory in buffer. Allocation failed"
     assert not [r.id for r, _ in rows.match_line(line) if r.id.startswith("fw-deepspeed-")]
+
+
+def test_a_memory_pressure_warning_alone_is_no_cause_until_it_repeats(engine):
+    from knowledge.match import RETRIES_STUCK
+
+    line = ("[WARNING] [stage3.py:2940:step] 3 pytorch allocator cache flushes since last step. this happens when "
+            "there is high memory pressure and is detrimental to performance.")
+    assert not [c for c in engine.diagnose_text(line).causes if c.confidence >= 0.5]
+    top = _top(engine, "\n".join([line] * RETRIES_STUCK))
+    assert top is not None and top.category == "gpu-memory", top
