@@ -31,3 +31,11 @@ def engine(data_dir):
 
 from conftest_cluster import *  # noqa: E402,F401,F403  (the fake cluster and Slurm fixtures)
 from conftest_slack import *  # noqa: E402,F401,F403  (the loopback Slack Web API and Socket Mode)
+
+
+@pytest.fixture(scope="session")
+def shipped():
+    """The shipped message catalog, loaded once (read-only in the tests)."""
+    from knowledge import catalog as cat
+
+    return cat.load()

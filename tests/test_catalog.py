@@ -15,11 +15,6 @@ HERE = Path(__file__).resolve().parent
 UNRELATED = HERE / "fixtures" / "unrelated"
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    return cat.load()
-
-
 def test_every_catalog_row_loads_and_points_at_real_entries(shipped):
     entries, _ = load_dir(examples=False)
     problems = list(shipped.errors) + cat.check_against_entries(shipped, entries)

@@ -1,11 +1,7 @@
 """Training-framework messages (knowledge/catalog/frameworks.yaml) read as their own text says."""
 
 from __future__ import annotations
-
-
-def _top(engine, text: str):
-    d = engine.diagnose_text(text)
-    return d.causes[0] if d.causes else None
+from catalog_helpers import first_cause as _top
 
 
 def test_the_deepspeed_launcher_summary_points_at_the_rank_s_own_error(engine):

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge import catalog as cat
+from catalog_helpers import first_cause as _top
 
 
 @pytest.fixture(scope="module")
-def rows():
-    return cat.load()
-
-
-def _top(engine, text):
-    d = engine.diagnose_text(text)
-    return d.causes[0] if d.causes else None
+def rows(shipped):
+    return shipped
 
 
 @pytest.mark.parametrize("line,category,family", [

@@ -11,21 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge import catalog as cat
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return cat.load()
-
-
-def _ids(shipped, line: str) -> set[str]:
-    return {row.id for row, _ in shipped.match_line(line)}
-
-
-def _top(engine, text: str):
-    d = engine.diagnose_text(text)
-    return [(c.id, c.category, c.confidence) for c in d.causes]
+from catalog_helpers import ranked as _top, row_ids as _ids
 
 
 @pytest.mark.parametrize("line", [

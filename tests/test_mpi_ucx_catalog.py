@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge import catalog as cat
+from catalog_helpers import first_cause as _top
 
 
 @pytest.fixture(scope="module")
@@ -21,11 +22,6 @@ def test_ucx_catalog_rows_have_provenance_and_a_known_family(rows):
     for row in ucx:
         assert row.where and row.example, row.id
         assert row.category in ("communication", "host-memory"), row.id
-
-
-def _top(engine, text):
-    d = engine.diagnose_text(text)
-    return d.causes[0] if d.causes else None
 
 
 @pytest.mark.parametrize("line, category, entry", [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge import catalog as cat
+from catalog_helpers import first_cause as _top
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +28,6 @@ def test_rows_have_provenance_and_known_families(plugin_rows):
     ids = {r.id for r in plugin_rows}
     assert {"ofi-request-completed-with-error", "ofi-initialization-failed", "efa-peer-becomes-unresponsive",
             "sharp-coll-init-error", "tcpx-failed-to-connect-socket"} <= ids
-
-
-def _top(engine, text):
-    d = engine.diagnose_text(text)
-    return d.causes[0] if d.causes else None
 
 
 @pytest.mark.parametrize("line, category", [

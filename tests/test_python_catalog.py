@@ -10,21 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge import catalog as cat
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return cat.load()
+from catalog_helpers import ranked as _top
 
 
 def _python_ids(shipped, line: str) -> set[str]:
     return {row.id for row, _ in shipped.match_line(line) if row.path.endswith("python.yaml")}
-
-
-def _top(engine, text: str):
-    d = engine.diagnose_text(text)
-    return [(c.id, c.category, c.confidence) for c in d.causes]
 
 
 SEMLOCK_ENOSPC = """Traceback (most recent call last):

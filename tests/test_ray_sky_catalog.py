@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge import catalog as cat
 
 # rows added for the autoscaler v1/v2, pending leases, Train/Tune start-up and failure policy,
 # KubeRay, and the SkyPilot catalog: the family each example must be heard in
 PENDING = "family-scheduler-termination"
 NODE = "family-node-failure"
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return cat.load()
 
 
 def _rows(shipped, prefixes, source):

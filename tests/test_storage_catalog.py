@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge import catalog as cat
+from catalog_helpers import first_cause as _top
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +23,6 @@ def test_every_storage_row_is_checkpoint_storage_with_provenance(storage_rows):
         assert row.category == "checkpoint-storage", row.id
         assert row.family == "family-storage-io", row.id
         assert row.where and row.example, row.id
-
-
-def _top(engine, text):
-    d = engine.diagnose_text(text)
-    return d.causes[0] if d.causes else None
 
 
 @pytest.mark.parametrize("line, entry", [

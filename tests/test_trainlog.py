@@ -604,6 +604,15 @@ def test_hyperscan_and_re2_pick_the_same_lines(monkeypatch):
     assert hs.select(data) == re2_.select(data)
 
 
+def _scan_with(monkeypatch, path, workers: str):
+    """What the scan of ``path`` yields with ``workers`` scan workers, in comparable form."""
+    monkeypatch.setenv("GPU_TRIAGE_SCAN_WORKERS", workers)
+    r = parse_paths([str(path)])
+    return ([f.to_json() for f in r.findings], r.first_error and r.first_error.to_json(),
+            [(ln.source, ln.line_no, ln.text, ln.rank, ln.node, ln.ts) for ln in r.lines],
+            r.lines_read, r.bytes_read, r.warnings)
+
+
 def test_a_folder_scanned_on_all_cores_equals_the_sequential_scan(tmp_path, monkeypatch):
     """Per-rank files over FULL_LIMIT are prefiltered by worker processes; the merged result is the
     one the sequential scan gives, in file order (findings, first error, kept lines, counts)."""
@@ -618,14 +627,7 @@ def test_a_folder_scanned_on_all_cores_equals_the_sequential_scan(tmp_path, monk
         with open(path, encoding="utf-8", errors="replace") as fh:
             (folder / f"rank{i}.log").write_text(pad + fh.read() + pad, encoding="utf-8")
 
-    def run(workers: str):
-        monkeypatch.setenv("GPU_TRIAGE_SCAN_WORKERS", workers)
-        r = parse_paths([str(folder)])
-        return ([f.to_json() for f in r.findings], r.first_error and r.first_error.to_json(),
-                [(ln.source, ln.line_no, ln.text, ln.rank, ln.node, ln.ts) for ln in r.lines],
-                r.lines_read, r.bytes_read, r.warnings)
-
-    seq, par = run("1"), run("2")
+    seq, par = _scan_with(monkeypatch, folder, "1"), _scan_with(monkeypatch, folder, "2")
     assert seq[0] and seq[1]  # the corpus failures are there to be found
     assert par == seq
 
@@ -651,14 +653,7 @@ def test_one_large_file_scanned_in_ranges_equals_the_sequential_scan(tmp_path, m
     assert len(pieces) > 20 and pieces[0][1] == 0 and pieces[-1][2] == log.stat().st_size
     assert all(a[2] == b[1] for a, b in zip(pieces, pieces[1:]))
 
-    def run(workers: str):
-        monkeypatch.setenv("GPU_TRIAGE_SCAN_WORKERS", workers)
-        r = parse_paths([str(log)])
-        return ([f.to_json() for f in r.findings], r.first_error and r.first_error.to_json(),
-                [(ln.source, ln.line_no, ln.text, ln.rank, ln.node, ln.ts) for ln in r.lines],
-                r.lines_read, r.bytes_read, r.warnings)
-
-    seq, par = run("1"), run("2")
+    seq, par = _scan_with(monkeypatch, log, "1"), _scan_with(monkeypatch, log, "2")
     assert seq[0] and seq[1]
     assert par == seq
 
