@@ -466,8 +466,7 @@ class Matcher:
                 explain.append(Said(f"capped at {SUPPORT_ONLY_CAP}: none of the facts it requires ({kinds}) was found",
                                     f"上限 {SUPPORT_ONLY_CAP}：没有找到它所要求的事实（{kinds}）"))
         info = [(e.line, (e.source, e.line_no) in soft) for e in evidence if (e.source, e.line_no) in primary]
-        if info and all(retry or _info_only(t) for t, retry in info) \
-                and sum(retry or "retrying" in t for t, retry in info) < RETRIES_STUCK \
+        if info and all(retry or _info_only(t) for t, retry in info) and _retries(sig_hits, soft) < RETRIES_STUCK \
                 and not any(_PATH_BROKEN.search(t) for t, _ in info) and not any(by_kind.get(k) for k in FAILURE_KINDS):
             # NCCL reports a failure with WARN; what it prints at INFO (a probe that fell back, a
             # connect refused while the peer is not yet listening, a teardown) and a client's retry
@@ -494,9 +493,20 @@ class Matcher:
 FAILURE_KINDS = ("nccl-warn", "nccl-error", "nccl-timeout", "exit-signal", "python-exception", "cuda-error",
                  "cuda-oom", "rendezvous-error", "slurm-event", "oom-killer", "host-oom", "ib-error", "xid",
                  "gpu-lost", "disk-full", "io-error", "shm-error", "shm-bus-error", "nvlink-error")
-RETRIES_STUCK = 3  # retry notices that make a call stuck, not a start-up race or a transient error
+RETRIES_STUCK = 3  # retry notices from one process that make a call stuck, not a start-up race or a blip
 _PATH_BROKEN = re.compile(r"(?i)connection timed out|no route to host|network is unreachable")
 _NCCL_INFO = re.compile(r"^NCCL INFO\b(?!.*-> ?[1-9]\d*\s*(?:\[[^\]]*\])?\s*$)")
+
+
+def _retries(sig_hits: dict, soft: Collection[tuple[str, int]]) -> int:
+    """The most retry notices one process printed (a retry each rank prints once at start-up is a
+    race; one process retrying again and again is stuck). A process is its file, host, rank and pid
+    as far as the line says them."""
+    per: Counter[tuple] = Counter()
+    for line, _ in sig_hits.values():
+        if (line.source, line.line_no) in soft or "retrying" in line.text:
+            per[(line.source, line.node, line.rank, getattr(line, "pid", None))] += 1
+    return max(per.values(), default=0)
 
 
 def _info_only(text: str) -> bool:

@@ -265,3 +265,14 @@ def test_a_retry_that_succeeds_is_no_cause_and_one_that_keeps_failing_is(engine,
     assert not [c for c in engine.diagnose_text("\n".join(steps + [line])).causes if c.confidence >= 0.5]
     causes = engine.diagnose_text("\n".join(steps + [line] * RETRIES_STUCK)).causes
     assert causes and causes[0].category == "checkpoint-storage" and causes[0].confidence >= 0.5
+
+
+def test_a_start_up_race_on_every_rank_is_not_a_stuck_connect(engine):
+    # each rank's process retries once while rank 0 is not listening yet: a race, not a failure; one
+    # process retrying again and again is stuck
+    race = "\n".join(f"node1:{1000 + r}:{1100 + r} [{r}] NCCL INFO Call to connect returned Connection refused, "
+                     f"retrying" for r in range(8))
+    assert not [c for c in engine.diagnose_text(race).causes if c.confidence >= 0.5]
+    stuck = "\n".join(["node1:1000:1100 [0] NCCL INFO Call to connect returned Connection refused, retrying"] * 4)
+    causes = engine.diagnose_text(stuck).causes
+    assert causes and causes[0].category == "communication" and causes[0].confidence >= 0.5
