@@ -19,7 +19,8 @@ from collectors.findings import Finding, FirstError, LogLine
 from collectors.said import Said, in_lang
 from knowledge import catalog as catalog_mod
 from knowledge.loader import Entry
-from knowledge.match import CONFIDENT, Cause, Matcher
+from knowledge import vocabulary
+from knowledge.match import CONFIDENT, Cause, Evidence, Matcher
 from knowledge.store import Store
 from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
 
@@ -177,6 +178,44 @@ def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
     return out
 
 
+WORDS_CONFIDENCE = CONFIDENT  # the category the failure lines' words name: at the bar, no higher
+WORDS_ALTERNATIVE = ALTERNATIVE_FLOOR  # the runners-up: what to check next
+
+
+def from_words(ranked: list[Cause], readings: Sequence["vocabulary.Reading"],
+               entry: Callable[[str], Entry | None]) -> list[Cause]:
+    """When nothing known reached the bar: the family of the category the failure lines' words name
+    (:mod:`knowledge.vocabulary`) at the bar, the next two categories below it, as alternatives."""
+    if not readings:
+        return ranked
+    by_id = {c.id: c for c in ranked}
+    out = list(ranked)
+    for i, reading in enumerate(readings[:1 + MAX_ALTERNATIVES]):
+        e = entry(reading.family)
+        if e is None:
+            continue
+        cause = by_id.get(e.id)
+        if cause is None:
+            cause = Cause(e, 0.0)
+            out.append(cause)
+        conf = WORDS_CONFIDENCE if i == 0 else WORDS_ALTERNATIVE
+        cause.confidence = max(cause.confidence, conf)
+        cause.support = max(cause.support, reading.score / 10)
+        words = ", ".join(repr(w) for w in sorted({w for _, w in reading.lines}))
+        n, first = len(reading.lines), reading.lines[0][0].line_no
+        cause.explain.append(Said(
+            f"={conf}: no known message matched; {n} failure line(s) use the words of {reading.category} "
+            f"({words}, first on line {first}): a reading from the words only",
+            f"={conf}：没有匹配到已知报错；{n} 行报错用的是{reading.category}这一类的词（{words}，"
+            f"最早在第 {first} 行）：仅凭用词判断"))
+        for line, word in reading.lines:
+            if not any(ev.line_no == line.line_no and ev.source == line.source for ev in cause.evidence):
+                cause.evidence.append(Evidence(line.source, line.text, line.line_no, line.node, line.rank,
+                                               f"words of {reading.category}: {word!r}"))
+    out.sort(key=lambda c: -c.confidence)
+    return out
+
+
 @dataclass
 class Diagnosis:
     causes: list[Cause]
@@ -288,6 +327,8 @@ class Engine:
         hits = self.catalog.scan(parsed.lines)
         findings += self.catalog.findings(hits, findings)
         ranked = self.matcher.match(parsed.lines, findings, parsed.first_error, hits=hits)
+        if not any(c.confidence >= CONFIDENT for c in ranked):
+            ranked = from_words(ranked, vocabulary.read(parsed.lines, parsed.first_error), self.matcher.entry)
         fe = parsed.first_error
         first_line = fe.line if fe else next((e.line for c in ranked[:1] for e in c.evidence[:1]), "")
         sig = learning.signature(first_line, (f.kind for f in findings))
