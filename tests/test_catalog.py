@@ -296,3 +296,16 @@ def test_the_prefilter_literal_is_worked_out_once_and_survives_the_cache(tmp_pat
 def test_a_warning_a_healthy_run_prints_is_no_cause(engine, line):
     causes = engine.diagnose_text(line).causes
     assert not [c for c in causes if c.confidence >= 0.5], [(c.id, c.confidence) for c in causes]
+
+
+def test_a_message_broken_across_lines_is_still_that_message(shipped):
+    # NCCL's NVLS bind failure as a console broke it: the CUDA error text inside its placeholder,
+    # the explanation ("This is usually caused by ... Fabric Manager") on the next line
+    line = ("Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 "
+            "'the operation cannot be performed in the present state'. ")
+    ids = {row.id for row, _ in shipped.match_line(line)}
+    assert "nccl-failed-bind-nvlink-sharp-nvls-multicast-memory-2" in ids, ids
+    # a long line that only shares the opening is not the message
+    other = ("Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : because the "
+             "allocator was already torn down while the communicator was being destroyed at exit")
+    assert not {i for i in (row.id for row, _ in shipped.match_line(other)) if "nvls-multicast-memory" in i}

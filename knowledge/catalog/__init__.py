@@ -531,7 +531,7 @@ class Catalog:
             # the line holds the start of the message and stops soon after: a message cut short
             # (a console, a pasted excerpt) is still that message
             row = self.rows[i]
-            if id(row) not in matched and len(low) - end - 1 <= HEAD_TAIL and _cut_short_of(row, low[end + 1:]):
+            if id(row) not in matched and _cut_short_of(row, low[end + 1:], strict=len(low) - end - 1 > HEAD_TAIL):
                 matched.add(id(row))
                 found.append((row, {}, 0, 0, []))
         if len(found) > 1:
@@ -601,15 +601,21 @@ def _head(row: Row) -> str | None:
     return head if len(head) >= HEAD else None
 
 
-def _cut_short_of(row: Row, rest: str) -> bool:
+def _cut_short_of(row: Row, rest: str, strict: bool = False) -> bool:
     """``rest`` (what follows the message's opening literal on the line, lower case) could be the
     message cut short: every literal it reaches agrees, as far as the line goes, and every number
-    placeholder holds a number. "..., Cable plugged" is not "..., Cable unplugged" cut short."""
+    placeholder holds a number. "..., Cable plugged" is not "..., Cable unplugged" cut short.
+
+    ``strict`` (a long line after the opening): a free-text placeholder must be followed by the
+    next literal, or the line must end in its first characters: the message broken across lines
+    by a console or a paste ("... CUDA error 401 'the operation cannot be performed'." with "This
+    is usually caused by ..." on the next line)."""
     pieces = _pieces(row.text or "")
     while pieces and pieces[0].literal is None:
         pieces.pop(0)
     pos, n = 0, len(rest)
-    for piece in pieces[1:]:
+    rest_end = rest.rstrip()
+    for k, piece in enumerate(pieces[1:], start=1):
         while pos < n and rest[pos] == " ":  # the line's whitespace was folded, the head's trimmed
             pos += 1
         if pos >= n:
@@ -623,7 +629,18 @@ def _cut_short_of(row: Row, rest: str) -> bool:
             continue
         body = _CONV_RE.get(piece.conv)
         if body is None:
-            return True  # a free-text placeholder: where it ends cannot be told
+            if not strict:
+                return True  # a free-text placeholder: where it ends cannot be told
+            nxt = next((p.literal for p in pieces[k + 1:] if p.literal is not None), None)
+            if nxt is None:
+                return True
+            lit = " ".join(nxt.split()).lower()
+            at = rest.find(lit, pos)
+            if at >= 0:
+                pos = at  # the placeholder's text ends where the next literal starts
+                continue
+            tail = lit.rstrip()
+            return any(rest_end.endswith(tail[:j]) for j in range(min(len(tail), 40), 1, -1))
         m = re.match(body, rest[pos:])
         if m is None:
             return False
