@@ -491,8 +491,11 @@ class Catalog:
 
     def anchors(self) -> set[str]:
         """Literal keywords for the scan's byte-level prefilter, one per row: the literal run of its
-        message that says most (see :func:`_prefilter_anchor`)."""
-        return {row.prefilter or _prefilter_anchor(row) for row in self.rows}
+        message that says most (see :func:`_prefilter_anchor`). A ``pointer`` row speaks for no
+        family, so it keeps no line of its own (NCCL's "[Service thread] Connection closed by
+        localRank", printed by every rank at every clean exit, was 1 line in 80 of an
+        NCCL_DEBUG=INFO log); a line it shares with another message is kept by that one."""
+        return {row.prefilter or _prefilter_anchor(row) for row in self.rows if not row.pointer}
 
     def _pattern(self, i: int):
         c = self._compiled[i]
