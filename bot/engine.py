@@ -201,6 +201,7 @@ def from_words(ranked: list[Cause], readings: Sequence["vocabulary.Reading"],
         conf = WORDS_CONFIDENCE if i == 0 else WORDS_ALTERNATIVE
         cause.confidence = max(cause.confidence, conf)
         cause.support = max(cause.support, reading.score / 10)
+        cause.basis = "words"
         words = ", ".join(repr(w) for w in sorted({w for _, w in reading.lines}))
         n, first = len(reading.lines), reading.lines[0][0].line_no
         cause.explain.append(Said(

@@ -15,6 +15,8 @@ TEXT: dict[str, dict[str, str]] = {
     "probable_cause": {"en": "Probable cause", "zh": "可能原因"},
     "other_causes": {"en": "Other candidates", "zh": "其他可能原因"},
     "confidence": {"en": "confidence", "zh": "置信度"},
+    "words_only": {"en": "read from the words of the error lines only: no known message matched",
+                   "zh": "仅凭报错行的用词判断：没有匹配到已知报错"},
     "alternative": {"en": "weaker evidence, worth checking", "zh": "证据较弱，值得排查"},
     "evidence": {"en": "Evidence", "zh": "证据"},
     "first_error": {"en": "First error in time", "zh": "时间上最早的错误"},

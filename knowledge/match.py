@@ -137,6 +137,7 @@ class Cause:
     learned: float = 0.0  # how much the team's feedback moved it (knowledge.learning)
     alternative: bool = False  # below the bar, shown as what to check next (bot.engine.alternatives)
     support: float = 0.0  # the score before any cap: orders causes capped at the same confidence
+    basis: str = ""  # "words": read from the words of the failure lines only (knowledge.vocabulary)
 
     @property
     def id(self) -> str:

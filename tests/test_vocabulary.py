@@ -41,6 +41,14 @@ def test_a_platform_preemption_no_catalog_knows_is_named_from_its_words(engine):
     assert (top.category, top.id, top.confidence) == ("scheduler", "family-scheduler-termination", CONFIDENT)
     assert any("words only" in str(s) for s in top.explain), top.explain
     assert top.evidence and "pre-empted" in top.evidence[0].line
+    # every face says how weak the reading is
+    from bot.render import as_dict
+    from bot.render.markdown import render
+
+    for lang, words in (("en", "words of the error lines only"), ("zh", "仅凭报错行的用词判断")):
+        doc = as_dict(d, lang=lang)
+        assert doc["causes"][0]["basis"] == "words"
+        assert words in render(doc)
 
 
 def test_autoscaler_terminations_name_the_scheduler_with_the_traceback_after_them(engine):

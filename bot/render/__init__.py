@@ -27,6 +27,8 @@ def _cause_dict(diagnosis, cause, lang: str, explain: bool) -> dict[str, Any]:
     }
     if getattr(cause, "alternative", False):
         out["alternative"] = True
+    if getattr(cause, "basis", "") == "words":
+        out["basis"] = "words"  # no known message: read from the words of the failure lines
     codes = [f.attrs.get("code") for f in cause.findings if f.kind == "xid"]
     if codes:
         from knowledge.xid import describe

@@ -276,6 +276,8 @@ def render(doc: dict[str, Any], *, incident_id: str | None = None, actions: bool
     if top:
         category = escape(t(f"category.{top['category']}", lang)) + f" ({escape(top['category'])})"
         meta = [f"`{escape(top['id'])}`", category]
+        if top.get("basis") == "words":
+            meta.append(escape(t("words_only", lang)))
         if doc.get("job"):
             meta.append(escape(t("where.job", lang, n=doc["job"])))
         out.add(context(" · ".join(meta)), 0)

@@ -41,6 +41,8 @@ def _summary(doc: dict[str, Any], lang: str) -> list[str]:
     colon = "：" if lang == "zh" else ": "
     out = [f"**{t('probable_cause', lang)}{colon}{top['title']}** · {top['category']} · "
            f"{t('confidence', lang)} {top['confidence']:.2f}", ""]
+    if top.get("basis") == "words":
+        out += [f"_{t('words_only', lang)}_", ""]
     if top["evidence"]:
         ev = top["evidence"][0]
         where = ", ".join(x for x in (f"rank {ev['rank']}" if ev.get("rank") is not None else "", ev.get("node") or "",

@@ -145,6 +145,8 @@ def render(doc: dict[str, Any], file: TextIO | None = None) -> None:
         line(Text.assemble((f"{t('probable_cause', lang)}{colon}", "bold"), (top["title"], "bold"),
                            f"  [{top['category']}] ",
                            (f"{t('confidence', lang)} {top['confidence']:.2f}", _conf_style(top["confidence"]))))
+        if top.get("basis") == "words":
+            line(Text(t("words_only", lang), style="dim"), indent=2)
         ev = top["evidence"][0] if top["evidence"] else None
         if ev:
             where(t("evidence", lang), ev, 2)
