@@ -207,6 +207,14 @@ _STEP = (r"(\b(global_)?step\b[ :=#]*[0-9]+|\biter(ation)?\b[ :=#]*[0-9]+|"
 # what the prefilter says of a line (bits): a rule may speak about it; a caller's keyword is on it; it
 # only moves the scan's state; it follows a follow-setter (the parallel scan)
 RULE, KEYWORD, CONTEXT = 1, 2, 8
+_SETTER = 16  # inside the Hyperscan pass only: the line holds a follow-setter (see _Prefilter.context)
+# The thermal triggers in Hyperscan: the rare words alone, their partner word checked on the few lines
+# they hit ("gpu...[^\n]*thermal" kept Hyperscan's state busy on every line of a log whose host names
+# start with "gpu": 40 % of the whole pass on the NCCL_DEBUG=INFO and kernel profiles)
+_THERMAL_PAIR = (r"(thermal|throttl|slowdown)[^\n]*(gpu|hw|temperature|nvrm|clocks)",
+                 r"(gpu|hw|temperature|nvrm|clocks)[^\n]*(thermal|throttl|slowdown)")
+_THERMAL, _THERMAL_WORDS, _THERMAL_PARTNERS = 32, r"thermal|throttl|slowdown", (b"gpu", b"hw", b"temperature", b"nvrm",
+                                                                              b"clocks")
 
 
 def _escape(k: str) -> str:
@@ -319,8 +327,12 @@ class _Prefilter:
         hs = _hyperscan()
         self.engine = "hyperscan" if hs is not None else "re2"
         if hs is not None:
-            exprs = [t.encode("utf-8") for t in self.rules] + [_escape(k).encode("utf-8") for k in self.keywords]
-            self.flag_of = [RULE] * len(self.rules) + [KEYWORD] * len(self.keywords)
+            rules = [t for t in self.rules if t not in _THERMAL_PAIR] + [_THERMAL_WORDS]
+            exprs = [t.encode("utf-8") for t in rules] + [_escape(k).encode("utf-8") for k in self.keywords]
+            self.flag_of = [RULE] * (len(rules) - 1) + [_THERMAL] + [KEYWORD] * len(self.keywords)
+            # the follow-setters ride on the same pass: context() then needs no pass of its own
+            exprs.append(_FOLLOW_SETTERS.encode("utf-8"))
+            self.flag_of.append(_SETTER)
             self.db = _hs_database(hs, exprs, hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE)
             # a scan needs scratch space of its own: one per thread (the Slack bot diagnoses in a pool)
             self._hs, self._local = hs, threading.local()
@@ -349,9 +361,21 @@ class _Prefilter:
 
     def select(self, buf: bytes) -> dict[int, int]:
         """Line start -> flags (RULE, KEYWORD), for the lines of ``buf`` (whole lines) kept."""
+        return self.select_with_setters(buf)[0]
+
+    def select_with_setters(self, buf: bytes) -> tuple[dict[int, int], list[int] | None]:
+        """:meth:`select`, and the starts of the lines that hold a follow-setter when the same pass
+        found them (Hyperscan), for :meth:`context`; None when it did not (RE2)."""
         if self.engine == "hyperscan":
-            return self._select_hs(buf)
-        return self._select_re2(buf)
+            sel = self._select_hs(buf)
+            setters = sorted(s for s, f in sel.items() if f & _SETTER)
+            for s in setters:
+                if sel[s] == _SETTER:
+                    del sel[s]
+                else:
+                    sel[s] &= ~_SETTER
+            return sel, setters
+        return self._select_re2(buf), None
 
     def _select_hs(self, buf: bytes) -> dict[int, int]:
         ends: list[tuple[int, int]] = []
@@ -369,6 +393,16 @@ class _Prefilter:
         for to, pid in ends:
             s = rfind(b"\n", 0, to - 1) + 1  # the line the match ends on
             out[s] = out.get(s, 0) | flag_of[pid]
+        for s in [s for s, f in out.items() if f & _THERMAL]:
+            e = buf.find(b"\n", s)
+            low = buf[s:e if e >= 0 else len(buf)].lower()
+            f = out[s] & ~_THERMAL
+            if any(w in low for w in _THERMAL_PARTNERS):
+                f |= RULE
+            if f:
+                out[s] = f
+            else:
+                del out[s]
         return out
 
     def _select_re2(self, buf: bytes) -> dict[int, int]:
@@ -391,20 +425,29 @@ class _Prefilter:
             pos = e + 1
         return out
 
-    def context(self, buf: bytes, owed: int) -> tuple[list[int], int]:
+    def context(self, buf: bytes, owed: int, setters: list[int] | None = None) -> tuple[list[int], int]:
         """Starts of the lines a follow-setter may make the scanner read: ``owed`` lines at the top
         (left over from the chunk before), and FOLLOW_LINES after every setter; returns those and
-        how many are owed to the next chunk."""
-        low = buf.lower()
+        how many are owed to the next chunk. ``setters``: the setter lines' starts, when the
+        prefilter's own pass found them (:meth:`select_with_setters`)."""
+        if setters is not None and not setters and not owed:
+            return [], 0
+        low = buf if setters is not None else buf.lower()
         starts: list[int] = []
         n = len(low)
         pos = 0
         want = owed
+        todo = iter(setters) if setters is not None else None
         while True:
             nxt = n
-            m = self.setter_b.search(low, pos) if pos < n else None
-            if m is not None:
-                nxt = low.rfind(b"\n", 0, m.start()) + 1
+            if todo is not None:
+                m = next((s for s in todo if s >= pos), None) if pos < n else None
+                if m is not None:
+                    nxt = m
+            else:
+                m = self.setter_b.search(low, pos) if pos < n else None
+                if m is not None:
+                    nxt = low.rfind(b"\n", 0, m.start()) + 1
             while want > 0 and pos < nxt:
                 starts.append(pos)
                 want -= 1
@@ -1579,8 +1622,8 @@ def _pick_file(path: str, start: int = 0, end: int | None = None) -> _Picked:
                     m = step_b.search(buf)
                     if m:
                         first_step = base + buf.count(b"\n", 0, m.start()) + 1
-                sel = pre.select(buf)
-                ctx, owed = pre.context(buf, owed)
+                sel, setters = pre.select_with_setters(buf)
+                ctx, owed = pre.context(buf, owed, setters)
                 for st in ctx:
                     sel.setdefault(st, CONTEXT)
                 ln, counted = base, 0

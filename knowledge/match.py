@@ -52,6 +52,7 @@ BACKSTOP_FACTOR = 0.5
 PRIMARY_RULE = 0.5  # a finding rule with at least this weight can make a cause on its own
 SUPPORT_ONLY_CAP = 0.3
 MAX_LINE = 400  # characters of a line that take part in fuzzy matching
+TEXT_MEMO = 50_000  # distinct line texts whose signature and phrase hits one match() remembers
 
 _NORMALISE = [
     (re.compile(r"0x[0-9a-f]+", re.I), " "),
@@ -291,26 +292,22 @@ class Matcher:
                 ti = self._index.get(target) if target else None
                 if ti is not None and key not in sig_hits[ti]:
                     sig_hits[ti][key] = (hit.line, f"{CATALOG_TAG}{hit.row.id}")
+        # what the signatures and phrases say of a text depends on the text alone: a log that repeats
+        # a line (a warning from every rank, a traceback per rank) is read once per distinct text
+        seen: dict[str, tuple[list[tuple[int, Any]], list[tuple[int, float, int]]]] = {}
         for line in lines:
             text = line.text
-            low = text.lower()
+            said = seen.get(text)
+            if said is None:
+                said = self._read_text(text)
+                if len(seen) < TEXT_MEMO:
+                    seen[text] = said
             key = (line.source, line.line_no)
-            for ei, si in self._signature_candidates(low):
-                if key in sig_hits[ei]:
-                    continue
-                pattern = self._compiled[ei].sigs[si][0]
-                if pattern.search(text):
+            for ei, pattern in said[0]:
+                if key not in sig_hits[ei]:
                     sig_hits[ei][key] = (line, pattern.pattern)
-            norm = None
-            cands: set[tuple[int, int]] = set(self._phrase_any)
-            for word in set(_WORD.findall(low)):
-                cands.update(self._phrase_index.get(word, ()))
-            for ei, pi in cands:
-                if norm is None:
-                    norm = normalise(text)
-                phrase = self._compiled[ei].phrases[pi]
-                score = fuzz.partial_ratio(phrase, norm, score_cutoff=FUZZY_CUTOFF)
-                if score and (phrase_best[ei] is None or score > phrase_best[ei][0]):
+            for ei, score, pi in said[1]:
+                if phrase_best[ei] is None or score > phrase_best[ei][0]:
                     phrase_best[ei] = (score, line, self._compiled[ei].entry.phrases[pi])
 
         by_kind: dict[str, list[Finding]] = {}  # each rule reads only its own kind's findings
@@ -342,6 +339,31 @@ class Matcher:
         # then the one with more support before the caps (two causes held at 0.3 by the same cap)
         causes.sort(key=lambda c: (-c.confidence, c.entry.origin != "curated", -c.support, _first_line(c)))
         return causes
+
+    def _read_text(self, text: str) -> tuple[list[tuple[int, Any]], list[tuple[int, float, int]]]:
+        """The signatures (entry, pattern) and fuzzy phrases (entry, score, phrase) that match ``text``."""
+        low = text.lower()
+        sigs: list[tuple[int, Any]] = []
+        hit: set[int] = set()
+        for ei, si in self._signature_candidates(low):
+            if ei in hit:
+                continue
+            pattern = self._compiled[ei].sigs[si][0]
+            if pattern.search(text):
+                hit.add(ei)
+                sigs.append((ei, pattern))
+        phrases: list[tuple[int, float, int]] = []
+        norm = None
+        cands: set[tuple[int, int]] = set(self._phrase_any)
+        for word in set(_WORD.findall(low)):
+            cands.update(self._phrase_index.get(word, ()))
+        for ei, pi in cands:
+            if norm is None:
+                norm = normalise(text)
+            score = fuzz.partial_ratio(self._compiled[ei].phrases[pi], norm, score_cutoff=FUZZY_CUTOFF)
+            if score:
+                phrases.append((ei, score, pi))
+        return sigs, phrases
 
     def _claimed(self, ei: int, finding: Finding) -> bool:
         return any(other != ei and _satisfies(rule, finding) for other, rule in self._specific.get(finding.kind, ()))

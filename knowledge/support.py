@@ -175,14 +175,15 @@ def job_shape(lines: Sequence[Any], findings: Sequence[Finding], gpus: int | Non
             m = _WORLD.search(text)
             if m and int(m.group(1)) > 0:
                 world = max(world or 0, int(m.group(1)))
-        if "/" in text or "roce" in low or "gid" in low or "infiniband" in low:
+        # each search only where a literal every match holds is on the line (a warning's path has a "/")
+        if "/IB" in text or "/RoCE" in text:
             dev_layers.update(_NET_DEV.findall(text))
-            if roce is None and _ROCE.search(text):
-                roce = text
-            if ib is None and _IB.search(text):
-                ib = text
-            if sock is None and _SOCKET.search(text):
-                sock = text
+        if roce is None and ("RoCE" in text or "NCCL_IB_GID_INDEX" in text) and _ROCE.search(text):
+            roce = text
+        if ib is None and ("net/ib" in low or "infiniband" in low) and _IB.search(text):
+            ib = text
+        if sock is None and "NET/Socket" in text and _SOCKET.search(text):
+            sock = text
     ranks.update(f.rank for f in findings if f.rank is not None)
     if shape.gpus is None:
         if nranks:
