@@ -287,10 +287,36 @@ def node_faults(diagnosis, node: str, limit: int = 3) -> list:
     return out[:limit]
 
 
+FINDINGS_PER_KIND = 200  # findings of one kind in the document, beyond those that say something new
+# the attributes whose new value makes a finding past the cap worth listing (an XID code, an IB status)
+_NEW_KEYS = ("code", "status", "error", "reason", "event", "signal", "what", "device", "port")
+
+
+def _findings(findings) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The findings for the document: of each kind the first FINDINGS_PER_KIND, and after them every
+    one that says something new (another XID code, another IB status: _NEW_KEYS), so an error
+    storm's 20 000 repeats of four warnings do not make an 11 MB answer; and how many were left out."""
+    kept: list[dict[str, Any]] = []
+    per_kind: dict[str, int] = {}
+    seen: set[tuple] = set()
+    omitted: dict[str, int] = {}
+    for f in findings:
+        sig = (f.kind, tuple((k, str(f.attrs[k])) for k in _NEW_KEYS if k in f.attrs))
+        n = per_kind.get(f.kind, 0)
+        if n >= FINDINGS_PER_KIND and sig in seen:
+            omitted[f.kind] = omitted.get(f.kind, 0) + 1
+            continue
+        per_kind[f.kind] = n + 1
+        seen.add(sig)
+        kept.append(f.to_json())
+    return kept, omitted
+
+
 def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, Any]:
+    findings, omitted = _findings(diagnosis.findings)
     out: dict[str, Any] = {
         "causes": [_cause_dict(diagnosis, c, lang, explain) for c in diagnosis.causes],
-        "findings": [f.to_json() for f in diagnosis.findings],
+        "findings": findings,
         "first_error": diagnosis.first_error.to_json() if diagnosis.first_error else None,
         "culprit": culprit(diagnosis),
         "nodes": diagnosis.nodes,
@@ -307,6 +333,8 @@ def as_dict(diagnosis, *, lang: str = "en", explain: bool = False) -> dict[str, 
                    others=t("all_ports_active", lang) if f.attrs.get("others") == "all ports Active"
                    else f.attrs.get("others"))}
         for f in diagnosis.findings if f.kind == "node-mismatch"]
+    if omitted:  # findings left out of "findings" (repeats of a kind already listed), per kind
+        out["findings_omitted"] = omitted
     out["signature"] = getattr(diagnosis, "signature", "")
     out["similar"] = [_similar(g, lang) for g in getattr(diagnosis, "similar", None) or []]
     esc = getattr(diagnosis, "escalation", None)

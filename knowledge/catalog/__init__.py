@@ -39,9 +39,10 @@ ROW_KEYS = ("id", "text", "pattern", "where", "category", "family", "entry", "fi
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MIN_LITERAL = 12  # literal characters a message needs in all ...
 MIN_RUN = 6       # ... and in one run, so that it says something specific
-MAX_HITS_PER_ROW = 50
+MAX_HITS_PER_ROW = 50  # lines kept per row: a log repeating one message a million times says it once
 HEAD = 24       # a message whose opening literal has this many characters ...
-HEAD_TAIL = 60  # ... is recognised from it alone when the line ends at most this far after it  # lines kept per row: a log repeating one message a million times says it once
+HEAD_TAIL = 60  # ... is recognised from it alone when the line ends at most this far after it
+TEXT_MEMO = 50_000  # distinct line texts whose rows one scan() remembers
 
 # printf conversions (flags, width, precision, length) and {}-style fields
 _PRINTF = re.compile(r"%(?P<flags>[-+ #0']*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
@@ -548,8 +549,15 @@ class Catalog:
     def scan(self, lines: Iterable[LogLine]) -> list[Hit]:
         hits: list[Hit] = []
         per_row: dict[str, int] = {}
+        # the rows a text matches depend on the text alone: an error storm's repeated lines are read once
+        seen: dict[str, list[tuple[Row, dict[str, str]]]] = {}
         for line in lines:
-            for row, groups in self.match_line(line.text):
+            found = seen.get(line.text)
+            if found is None:
+                found = self.match_line(line.text)
+                if len(seen) < TEXT_MEMO:
+                    seen[line.text] = found
+            for row, groups in found:
                 n = per_row.get(row.id, 0)
                 if n >= MAX_HITS_PER_ROW:
                     continue
