@@ -337,7 +337,8 @@ class Engine:
         if verdicts and sig:
             learning.apply(ranked, learning.adjustments(sig, verdicts))
         causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
-        causes += alternatives(ranked, causes, self.matcher.entry, self.matcher.check_next)
+        causes += alternatives(ranked, causes, self.matcher.entry,
+                               lambda e: self.matcher.check_next(e, causes[0].findings if causes else ()))
         candidates = [c for c in ranked if c.confidence < CONFIDENT and c not in causes][:5]
         shape = job_shape(parsed.lines, findings, self.gpus)
         diagnosis = Diagnosis(

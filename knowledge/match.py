@@ -185,15 +185,19 @@ class Matcher:
         i = self._index.get(entry_id)
         return None if i is None else self.entries[i]
 
-    def check_next(self, entry: Entry) -> list[str]:
-        """The families to check after ``entry``: its own ``check_next``, else those of the family its
-        catalogued messages belong to (an ECC error's next checks are the GPU-fault family's; an
-        entry no catalogued message points at has none)."""
+    def check_next(self, entry: Entry, findings: Sequence[Finding] = ()) -> list[str]:
+        """The families to check after ``entry``: first those the exit status it rests on names (see
+        :func:`exit_families`), then its own ``check_next``, else those of the family its catalogued
+        messages belong to (an ECC error's next checks are the GPU-fault family's; an entry no
+        catalogued message points at has none)."""
         if entry.check_next:
-            return list(entry.check_next)
-        fam = self._family_of.get(entry.id)
-        target = self.entry(fam) if fam else None
-        return [f for f in target.check_next if f != entry.id] if target is not None else []
+            own = list(entry.check_next)
+        else:
+            fam = self._family_of.get(entry.id)
+            target = self.entry(fam) if fam else None
+            own = [f for f in target.check_next if f != entry.id] if target is not None else []
+        led = [f for f in exit_families(findings) if f != entry.id and self.entry(f) is not None]
+        return led + [f for f in own if f not in led]
 
     def __init__(self, entries: Sequence[Entry], catalog: Any = None):
         self.entries = list(entries)
@@ -519,6 +523,37 @@ FAILURE_KINDS = ("nccl-warn", "nccl-error", "nccl-timeout", "exit-signal", "pyth
 RETRIES_STUCK = 3  # retry notices from one process that make a call stuck, not a start-up race or a blip
 _PATH_BROKEN = re.compile(r"(?i)connection timed out|no route to host|network is unreachable")
 _NCCL_INFO = re.compile(r"^NCCL INFO\b(?!.*-> ?[1-9]\d*\s*(?:\[[^\]]*\])?\s*$)")
+
+
+# What a process's exit status says about where to look next, when the log holds only the
+# status (a torchrun summary, srun's "exited with exit code", a shell's "Killed"): 1 is a Python
+# exception, whose commonest kinds in training are a CUDA out-of-memory and a version or code
+# error; SIGKILL is the host OOM killer or a scheduler's kill; SIGBUS a shared-memory mapping
+# that could not be backed; SIGABRT a C++ abort (the NCCL watchdog tearing a hung rank down);
+# SIGSEGV a native crash (mismatched builds, then a faulty GPU or host).
+_EXIT_FAMILIES = {
+    "EXIT1": ("family-gpu-oom", "family-version-mismatch"),
+    "SIGKILL": ("family-host-oom", "family-scheduler-termination"),
+    "SIGBUS": ("family-shared-memory",),
+    "SIGABRT": ("family-collective-timeout", "family-version-mismatch"),
+    "SIGSEGV": ("family-version-mismatch", "family-gpu-hardware-fault"),
+}
+
+
+def exit_families(findings: Sequence[Finding]) -> list[str]:
+    """The families an expert checks next for the exit statuses among ``findings``, in order of
+    the statuses' first appearance."""
+    out: list[str] = []
+    for f in findings:
+        if f.kind != "exit-signal":
+            continue
+        key = f.attrs.get("signal")
+        if not key and f.attrs.get("exitcode") == 1:
+            key = "EXIT1"
+        for fam in _EXIT_FAMILIES.get(str(key).upper() if key else "", ()):
+            if fam not in out:
+                out.append(fam)
+    return out
 
 
 def _retries(sig_hits: dict, soft: Collection[tuple[str, int]]) -> int:

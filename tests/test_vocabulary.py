@@ -111,3 +111,22 @@ def test_nothing_below_a_known_cause(engine):
             "vendor err 129 (Send)\nRuntimeError: checkpoint save failed: disk quota exceeded soon\n")
     d = engine.diagnose_text(text)
     assert not any("words only" in str(s) for c in d.causes for s in c.explain), [(c.id, c.explain) for c in d.causes]
+
+
+@pytest.mark.parametrize("code, want", [
+    (-9, ["host-memory"]),                 # SIGKILL, no traceback: the host OOM killer first
+    (1, ["scheduler", "gpu-memory", "software"]),  # a Python exception: CUDA OOM, version/code errors
+    (-7, ["shared-memory"]),               # SIGBUS: a shared-memory mapping that could not be backed
+    (-6, ["scheduler", "communication"]),  # SIGABRT: the NCCL watchdog tearing a hung rank down
+    (-11, ["scheduler", "software", "gpu-hardware"]),  # SIGSEGV: mismatched builds, then the GPU
+])
+def test_the_exit_status_of_a_torchrun_summary_says_what_to_check_next(engine, code, want):
+    # the agent's own lines (tests/fixtures/trainlog/agent-exit-9.txt) with another exit status:
+    # "Sending process ... closing signal SIGTERM" follows any worker's failure; only a kill
+    # without a traceback reads as the host's memory
+    text = (HERE / "fixtures" / "trainlog" / "agent-exit-9.txt").read_text(encoding="utf-8")
+    d = engine.diagnose_text(text.replace("exitcode: -9", f"exitcode: {code}"))
+    got = [c.category for c in d.causes]
+    assert got[:len(want)] == want, [(c.id, c.confidence) for c in d.causes]
+    if code != -9:
+        assert got[0] != "host-memory", [(c.id, c.confidence) for c in d.causes]
