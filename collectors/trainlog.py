@@ -134,6 +134,8 @@ _TRIGGERS = [
     r"store->get", r"failed \(exitcode: ", r"return code", r"error code", r"exit code", r"returncode",
     r"killed by signal: ", r"srun: error: ", r"(bus error|segmentation fault|aborted|killed)( \(core dumped\))?[ \t\r]*$",
     r"[0-9] +(bus error|segmentation fault|aborted|killed|terminated)", r"signals\.sig", r"got signal",
+    r"^zsh: (killed|segmentation fault|bus error|abort) ", r"terminated by signal sig",
+    r"^(sigkill|sigbus|sigsegv|sigabrt)[ \t\r]*$",
     r"signal [0-9]+ \(sig[a-z]+\) received by pid", r"worker group", r"restarts exhausted", r"max_restarts",
     r"root cause \(first observed failure\)", r"failures:",
     # Python tracebacks (_stateful): the head, and an exception line ("FooError: ...", "KeyboardInterrupt")
@@ -1242,7 +1244,13 @@ _SHELL_SIG = re.compile(r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(co
 _BASH_JOB = re.compile(r"(?:\bline ?\d+|第 ?\d+ ?行|行 ?\d+)[:：]\s*\d+ (Bus error|Segmentation fault|Aborted|Killed|Terminated)"
                        r"(?:\s+\(core dumped\))?(?:\s|$)")
 _SHELL_NAMES = {"bus error": "SIGBUS", "segmentation fault": "SIGSEGV", "aborted": "SIGABRT",
-                "killed": "SIGKILL", "terminated": "SIGTERM"}
+                "killed": "SIGKILL", "terminated": "SIGTERM", "abort": "SIGABRT"}
+# the other shells' reports of a job killed by a signal: zsh's "zsh: killed     python train.py"
+# (its names: killed, segmentation fault, bus error, abort), fish's "fish: Job 1, 'python train.py'
+# terminated by signal SIGKILL (Forced quit)", and a supervisor's bare signal name on a line of its own
+_ZSH_SIG = re.compile(r"^zsh: (killed|segmentation fault|bus error|abort) +\S")
+_FISH_SIG = re.compile(r"^fish: Job \d+, .* terminated by signal (SIGKILL|SIGBUS|SIGSEGV|SIGABRT|SIGTERM)\b")
+_BARE_SIG = re.compile(r"^(SIGKILL|SIGBUS|SIGSEGV|SIGABRT)$")
 
 
 def _sig_attrs(code: int) -> dict:
@@ -1279,6 +1287,12 @@ def _r_exit(t: str, low: str) -> list:
     m = _SHELL_SIG.match(t) or (_BASH_JOB.search(t) if ("line" in t or "行" in t) else None)
     if m:
         return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1).lower()]})]
+    m = _ZSH_SIG.match(t) if t.startswith("zsh: ") else None
+    if m:
+        return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1)]})]
+    m = (_FISH_SIG.match(t) if t.startswith("fish: ") else None) or (_BARE_SIG.match(t) if t[:3] == "SIG" else None)
+    if m:
+        return [("exit-signal", {"signal": m.group(1)})]
     if "signals.sig" in low:
         m = re.search(r"Signals\.(SIG\w+): (\d+)", t)
         if m:

@@ -152,6 +152,10 @@ def test_check_next_must_name_a_family_of_another_category(tmp_path):
     assert cat.fill("Timed out waiting {timeout}ms for the store {:.2f} %% done {{x}}") == \
         "Timed out waiting valuems for the store 1.50 % done {x}"
     assert cat.literal_runs("Cuda failure '%s'", None) == ["cuda failure '", "'"]
+    # glibc's %m (strerror(errno), no argument), as Slurm and NCCL print it: a placeholder, not text
+    pat, names = cat.text_to_pattern("execve(): bad interpreter(%s): %m")
+    assert names == ["p1"] and "%m" not in pat
+    assert cat.fill("execve(): %s: %m") == "execve(): value: Input/output error"
 
 
 def test_a_catalog_finding_carries_the_placeholders(shipped):

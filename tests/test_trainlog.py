@@ -455,6 +455,23 @@ def test_bashs_job_report_names_the_signal_with_or_without_the_command(line):
     assert [f.attrs for f in parse_text(line).findings if f.kind == "exit-signal"] == [{"signal": "SIGKILL"}]
 
 
+@pytest.mark.parametrize("line, signal", [
+    ("zsh: killed     python train.py --cfg a.yaml", "SIGKILL"),
+    ("zsh: bus error  python train.py", "SIGBUS"),
+    ("zsh: abort      python train.py", "SIGABRT"),
+    ("fish: Job 1, 'python train.py --cfg a.yaml' terminated by signal SIGKILL (Forced quit)", "SIGKILL"),
+    ("SIGKILL", "SIGKILL"),  # a supervisor's bare report, after the last step the process printed
+])
+def test_other_shells_reports_of_a_killed_job_name_the_signal(line, signal):
+    text = "step 41200 loss 2.13\n" + line + "\n"
+    assert [f.attrs for f in parse_text(text).findings if f.kind == "exit-signal"] == [{"signal": signal}]
+
+
+@pytest.mark.parametrize("line", ["zsh: command not found: torchrun", "raise SIGKILL handler", "SIGKILL sent to 4 workers"])
+def test_lines_that_only_mention_a_signal_or_zsh_are_no_exit(line):
+    assert not [f for f in parse_text(line).findings if f.kind == "exit-signal"]
+
+
 def test_enospc_under_a_semlock_frame_is_shared_memory_not_the_disk():
     # multiprocessing's SemLock lives in /dev/shm: ENOSPC there means /dev/shm is full
     text = ('  File "/usr/lib/python3.10/multiprocessing/synchronize.py", line 57, in __init__\n'

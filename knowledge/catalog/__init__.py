@@ -46,7 +46,7 @@ TEXT_MEMO = 50_000  # distinct line texts whose rows one scan() remembers
 
 # printf conversions (flags, width, precision, length) and {}-style fields
 _PRINTF = re.compile(r"%(?P<flags>[-+ #0']*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
-                     r"(?P<len>hh|h|ll|l|L|q|j|z|Z|t|I64|I32|I)?(?P<conv>[diouxXeEfFgGaAcspn])")
+                     r"(?P<len>hh|h|ll|l|L|q|j|z|Z|t|I64|I32|I)?(?P<conv>[diouxXeEfFgGaAcspnm])")
 _BRACE = re.compile(r"\{(?P<name>[A-Za-z_]\w*|\d+)?(?:![rsa])?(?::(?P<spec>[^{}]*))?\}")
 
 
@@ -124,7 +124,7 @@ _CONV_RE = {
     "f": r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)", "c": r".",
 }
 _FILL = {"d": "3", "i": "3", "u": "12", "o": "17", "x": "1f", "X": "1F", "p": "0x7f3a2c000000",
-         "f": "1.50", "c": "x", "s": "value"}
+         "f": "1.50", "c": "x", "s": "value", "m": "Input/output error"}
 
 
 def _literal_re(lit: str) -> str:
