@@ -1251,6 +1251,10 @@ _SHELL_NAMES = {"bus error": "SIGBUS", "segmentation fault": "SIGSEGV", "aborted
 _ZSH_SIG = re.compile(r"^zsh: (killed|segmentation fault|bus error|abort) +\S")
 _FISH_SIG = re.compile(r"^fish: Job \d+, .* terminated by signal (SIGKILL|SIGBUS|SIGSEGV|SIGABRT|SIGTERM)\b")
 _BARE_SIG = re.compile(r"^(SIGKILL|SIGBUS|SIGSEGV|SIGABRT)$")
+# the shell's report glued to a progress bar that never printed its newline (tqdm, mmcv's
+# ProgressBar: "[>>>>  ] 1022/5000, 1.5 task/s, elapsed: 673s, ETA: 2621sKilled")
+_GLUED_SIG = re.compile(r"(?:ETA: ?[\d:]+s?|\d(?:it|s|task)/(?:s|it)\]?|\d+/\d+ \[[^\]]*\])\s*"
+                        r"(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?$")
 
 
 def _sig_attrs(code: int) -> dict:
@@ -1284,7 +1288,8 @@ def _r_exit(t: str, low: str) -> list:
         else:
             a["signal"] = _SHELL_NAMES.get(what)
         return [("exit-signal", {k: v for k, v in a.items() if v is not None})]
-    m = _SHELL_SIG.match(t) or (_BASH_JOB.search(t) if ("line" in t or "行" in t) else None)
+    m = _SHELL_SIG.match(t) or (_BASH_JOB.search(t) if ("line" in t or "行" in t) else None) \
+        or (_GLUED_SIG.search(t) if t.endswith(("Killed", "fault", "error", "Aborted", "dumped)")) else None)
     if m:
         return [("exit-signal", {"signal": _SHELL_NAMES[m.group(1).lower()]})]
     m = _ZSH_SIG.match(t) if t.startswith("zsh: ") else None

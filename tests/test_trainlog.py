@@ -461,13 +461,17 @@ def test_bashs_job_report_names_the_signal_with_or_without_the_command(line):
     ("zsh: abort      python train.py", "SIGABRT"),
     ("fish: Job 1, 'python train.py --cfg a.yaml' terminated by signal SIGKILL (Forced quit)", "SIGKILL"),
     ("SIGKILL", "SIGKILL"),  # a supervisor's bare report, after the last step the process printed
+    # the shell's report glued to a progress bar that never printed its newline (mmcv, tqdm; zh bash)
+    ("[>>>>>>>>>> ] 1022/5000, 1.5 task/s, elapsed: 673s, ETA: 2621s已杀死", "SIGKILL"),
+    ("Epoch 3:  45%|████▌     | 450/1000 [02:11<02:40,  3.42it/s, loss=0.231]Killed", "SIGKILL"),
 ])
 def test_other_shells_reports_of_a_killed_job_name_the_signal(line, signal):
     text = "step 41200 loss 2.13\n" + line + "\n"
     assert [f.attrs for f in parse_text(text).findings if f.kind == "exit-signal"] == [{"signal": signal}]
 
 
-@pytest.mark.parametrize("line", ["zsh: command not found: torchrun", "raise SIGKILL handler", "SIGKILL sent to 4 workers"])
+@pytest.mark.parametrize("line", ["zsh: command not found: torchrun", "raise SIGKILL handler", "SIGKILL sent to 4 workers",
+                                  "the worker was Killed", "ETA: 12s, then the scheduler Killed"])
 def test_lines_that_only_mention_a_signal_or_zsh_are_no_exit(line):
     assert not [f for f in parse_text(line).findings if f.kind == "exit-signal"]
 
