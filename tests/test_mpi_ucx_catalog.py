@@ -21,7 +21,9 @@ def test_ucx_catalog_rows_have_provenance_and_a_known_family(rows):
     assert len(ucx) >= 15, len(ucx)
     for row in ucx:
         assert row.where and row.example, row.id
-        assert row.category in ("communication", "host-memory"), row.id
+        # the network transports, the locked-memory limit, and the shared-memory transports (src/uct/sm/mm)
+        assert row.category in ("communication", "host-memory", "shared-memory"), row.id
+        assert (row.category == "shared-memory") == (row.family == "family-shared-memory"), row.id
 
 
 @pytest.mark.parametrize("line, category, entry", [
@@ -63,6 +65,12 @@ def test_ucx_catalog_rows_have_provenance_and_a_known_family(rows):
      "memlock-limit-too-low"),
     ("[1714620247.512718] [gpu-a17:41877:0]        ib_iface.c:1376 UCX  ERROR mlx5_0: ibv_create_cq(cqe=4096) "
      "failed: Cannot allocate memory", "host-memory", None),
+    # UCX's shared-memory transport in a pod whose /dev/shm is the container default
+    ("[1714620247.512718] [worker-0:41877:0]        mm_iface.c:798  UCX  ERROR mm_iface failed to allocate "
+     "receive FIFO", "shared-memory", None),
+    ("[1714620247.512718] [worker-0:41877:0]        mm_posix.c:206  UCX  ERROR Not enough memory to write total "
+     "of 4198400 bytes. Please check that /dev/shm or the directory you specified has more available memory.",
+     "shared-memory", None),
 ])
 def test_mpi_and_ucx_transport_messages(engine, line, category, entry):
     top = _top(engine, line)
