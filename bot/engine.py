@@ -20,7 +20,7 @@ from collectors.said import Said, in_lang
 from knowledge import catalog as catalog_mod
 from knowledge.loader import Entry
 from knowledge import vocabulary
-from knowledge.match import CONFIDENT, Cause, Evidence, Matcher
+from knowledge.match import CONFIDENT, Cause, Evidence, Matcher, exit_reason
 from knowledge.store import Store
 from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
 
@@ -132,7 +132,8 @@ MAX_ALTERNATIVES = 2
 
 def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
                  entry: Callable[[str], Entry | None] = lambda _id: None,
-                 next_of: Callable[[Entry], list[str]] = lambda e: list(e.check_next)) -> list[Cause]:
+                 next_of: Callable[[Entry], list[str]] = lambda e: list(e.check_next),
+                 reason: Callable[[str], Said | None] = lambda _fam: None) -> list[Cause]:
     """Causes below the bar, from categories the reported causes do not cover, that the evidence
     still points at: what an expert would check next when the evidence fits more than one cause.
 
@@ -171,8 +172,14 @@ def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
         target.confidence = max(target.confidence, ALTERNATIVE_FLOOR)
         if not target.evidence:
             target.evidence = list(top.evidence[:1])
-        target.explain.append(Said(f"checked next: the messages behind {top.id} also fit this family",
-                                   f"下一步排查：{top.id} 背后的消息也符合这一大类"))
+        why = reason(fam)
+        if why is not None:
+            target.explain.append(Said(f"checked next: the exit status in the log ({why}) most often has its "
+                                       "cause in this layer",
+                                       f"下一步排查：日志里的退出状态（{why.zh}）最常由这一层引起"))
+        else:
+            target.explain.append(Said(f"checked next: the messages behind {top.id} also fit this family",
+                                       f"下一步排查：{top.id} 背后的消息也符合这一大类"))
         target.alternative = True
         out.append(target)
     return out
@@ -337,8 +344,9 @@ class Engine:
         if verdicts and sig:
             learning.apply(ranked, learning.adjustments(sig, verdicts))
         causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
-        causes += alternatives(ranked, causes, self.matcher.entry,
-                               lambda e: self.matcher.check_next(e, causes[0].findings if causes else ()))
+        top_facts = causes[0].findings if causes else ()
+        causes += alternatives(ranked, causes, self.matcher.entry, lambda e: self.matcher.check_next(e, top_facts),
+                               lambda fam: exit_reason(fam, top_facts))
         candidates = [c for c in ranked if c.confidence < CONFIDENT and c not in causes][:5]
         shape = job_shape(parsed.lines, findings, self.gpus)
         diagnosis = Diagnosis(

@@ -540,20 +540,47 @@ _EXIT_FAMILIES = {
 }
 
 
-def exit_families(findings: Sequence[Finding]) -> list[str]:
-    """The families an expert checks next for the exit statuses among ``findings``, in order of
-    the statuses' first appearance."""
-    out: list[str] = []
+_EXIT_SAID = {
+    "EXIT1": Said("exit code 1, a Python exception whose traceback is in that rank's own output",
+                  "退出码 1，即 Python 异常，traceback 在该 rank 自己的输出里"),
+    "SIGKILL": Said("SIGKILL without a traceback, a kill from outside", "SIGKILL 且没有 traceback，即被外部杀掉"),
+    "SIGBUS": Said("SIGBUS, a memory mapping that could not be backed", "SIGBUS，即内存映射无法落实"),
+    "SIGABRT": Said("SIGABRT, a C++ abort", "SIGABRT，即 C++ abort"),
+    "SIGSEGV": Said("SIGSEGV, a native crash", "SIGSEGV，即原生代码崩溃"),
+}
+
+
+def _exit_keys(findings: Sequence[Finding]) -> list[str]:
+    keys: list[str] = []
     for f in findings:
         if f.kind != "exit-signal":
             continue
         key = f.attrs.get("signal")
         if not key and f.attrs.get("exitcode") == 1:
             key = "EXIT1"
-        for fam in _EXIT_FAMILIES.get(str(key).upper() if key else "", ()):
+        key = str(key).upper() if key else ""
+        if key in _EXIT_FAMILIES and key not in keys:
+            keys.append(key)
+    return keys
+
+
+def exit_families(findings: Sequence[Finding]) -> list[str]:
+    """The families an expert checks next for the exit statuses among ``findings``, in order of
+    the statuses' first appearance."""
+    out: list[str] = []
+    for key in _exit_keys(findings):
+        for fam in _EXIT_FAMILIES[key]:
             if fam not in out:
                 out.append(fam)
     return out
+
+
+def exit_reason(family: str, findings: Sequence[Finding]) -> Said | None:
+    """Why the exit status among ``findings`` sends an expert to ``family`` next (None: it does not)."""
+    for key in _exit_keys(findings):
+        if family in _EXIT_FAMILIES[key]:
+            return _EXIT_SAID[key]
+    return None
 
 
 def _retries(sig_hits: dict, soft: Collection[tuple[str, int]]) -> int:

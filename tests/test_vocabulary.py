@@ -130,3 +130,8 @@ def test_the_exit_status_of_a_torchrun_summary_says_what_to_check_next(engine, c
     assert got[:len(want)] == want, [(c.id, c.confidence) for c in d.causes]
     if code != -9:
         assert got[0] != "host-memory", [(c.id, c.confidence) for c in d.causes]
+    if code == 1:
+        # the reason shown is the exit status, in both languages
+        alt = next(c for c in d.causes if c.alternative and c.category == "gpu-memory")
+        assert "exit code 1, a Python exception" in str(alt.explain[-1]), alt.explain
+        assert "退出码 1" in alt.explain[-1].zh
