@@ -95,6 +95,12 @@ KINDS: dict[str, dict[str, str]] = {
         "pg": "the process group, when known (flight-recorder dumps)",
         "odd_ranks": "the minority that ran the other collective, when one side is smaller (flight-recorder dumps)",
     },
+    "gpu-idle-holder": {
+        "pid": "a process nvidia-smi shows holding GPU memory that ps shows stopped or a zombie",
+        "gpu": "the GPU it holds memory on",
+        "mib": "how much, MiB",
+        "state": "stopped (ps STAT T) or zombie (Z)",
+    },
     "gpu-extra-context": {
         "gpu": "the GPU index that carries other GPUs' processes (nvidia-smi's process table)",
         "processes": "how many processes whose main allocation is on another GPU also hold memory there",

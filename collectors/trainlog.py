@@ -2102,6 +2102,7 @@ class _Scanner:
     # ---- the end ---------------------------------------------------------------------------
     def finish(self) -> ParseResult:
         self._extra_contexts()
+        self._idle_holders()
         self._cut_tracebacks()
         self._stragglers()
         self._oom_at_start()
@@ -2330,6 +2331,30 @@ class _Scanner:
                                             "mib": sum(procs[p][1] for p in guests)}, cl, _SrcRef(idx))
             break
 
+    def _idle_holders(self) -> None:
+        """nvidia-smi's process table shows a process holding GPU memory, and ``ps`` in the same
+        paste shows that process stopped (STAT T: a job suspended with Ctrl+Z, or a traced one) or
+        a zombie (Z, <defunct>): it runs nothing and frees nothing until it is resumed, killed or
+        reaped, so the next job on that GPU starts without the memory. Read from pastes small
+        enough to be kept whole (the two tables are a person's check, not a job's output)."""
+        if self.full is None or not self.gpu_procs:
+            return
+        held: dict[int, tuple[int, int, CleanLine, int]] = {}  # pid -> (gpu, MiB, row, source)
+        for gpu, pid, _name, mib, cl, idx in self.gpu_procs:
+            if mib > 0 and pid not in held:
+                held[pid] = (gpu, mib, cl, idx)
+        idx_of = {n: i for i, n in enumerate(self.sources)}
+        for ln in self.full:
+            m = _PS_ROW.match(ln.text) if ("T" in ln.text or "Z" in ln.text) else None
+            if not m or int(m.group(1)) not in held:
+                continue
+            gpu, mib, _cl, _ = held.pop(int(m.group(1)))
+            stat = m.group(2)
+            cl = CleanLine(ln.text, ln.line_no, ln.rank, ln.node, ln.ts, ln.source)
+            self._add("gpu-idle-holder", {"pid": int(m.group(1)), "gpu": gpu, "mib": mib,
+                                          "state": "zombie" if stat.startswith("Z") else "stopped"},
+                      cl, _SrcRef(idx_of.get(ln.source, 0)))
+
     def _oom_at_start(self) -> None:
         """An OOM is at start when no training step was logged before it. An excerpt that begins at
         the error shows no steps either, so when its own traceback (the lines just before it) runs
@@ -2474,6 +2499,9 @@ _TRAINING_FRAME = re.compile(
 _LAUNCHER_EXCEPTIONS = frozenset({"ChildFailedError", "CalledProcessError"})
 
 # nvidia-smi process-table row: |  GPU  [GI  CI]  PID  Type  Process name  Usage |
+# a row of `ps aux` / `ps -ef`-style output whose process is stopped (T, t) or a zombie (Z):
+# USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND
+_PS_ROW = re.compile(r"^\S+\s+(\d+)\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+\S+\s+([TtZ][A-Za-z<+]*)\s+\S+\s+\S+\s+\S")
 _SMI_PROC = re.compile(r"\|?\s*(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(?:C|G|C\+G|M|M\+C)\s+(\S.*?)\s+(\d+)MiB\s*\|$")
 
 

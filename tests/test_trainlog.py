@@ -485,6 +485,36 @@ def test_enospc_under_a_semlock_frame_is_shared_memory_not_the_disk():
     assert "shm-error" in kinds and "disk-full" not in kinds
 
 
+# ---- nvidia-smi's process table beside ps: a stopped or zombie process holding the GPU -------
+_SMI_TABLE = """\
++-----------------------------------------------------------------------------+
+| Processes:                                                                  |
+|  GPU   GI   CI        PID   Type   Process name                  GPU Memory |
+|        ID   ID                                                   Usage      |
+|=============================================================================|
+|    0   N/A  N/A     48213      C   python                          30215MiB |
+|    1   N/A  N/A     48377      C   python                            812MiB |
++-----------------------------------------------------------------------------+
+"""
+
+
+@pytest.mark.parametrize("ps_row, state", [
+    ("alice    48213  0.0 12.1 89506440 28604880 pts/2 Tl May25 147:37 python train.py --device=cuda:0", "stopped"),
+    ("alice    48213  0.0  0.0      0     0 ?        Z    May25   0:00 [python] <defunct>", "zombie"),
+])
+def test_a_stopped_or_zombie_process_holding_gpu_memory_is_found(ps_row, state):
+    text = _SMI_TABLE + "$ ps aux | grep 48213\n" + ps_row + "\n"
+    found = [f.attrs for f in parse_text(text).findings if f.kind == "gpu-idle-holder"]
+    assert found == [{"pid": 48213, "gpu": 0, "mib": 30215, "state": state}]
+
+
+def test_a_running_process_or_another_pid_is_no_idle_holder():
+    running = "alice    48213 98.0 12.1 89506440 28604880 pts/2 Rl May25 147:37 python train.py"
+    other = "alice    51000  0.0  1.0 1234567 204800 pts/3 T    May25   0:01 vim train.py"
+    for row in (running, other):
+        assert not [f for f in parse_text(_SMI_TABLE + row + "\n").findings if f.kind == "gpu-idle-holder"]
+
+
 # ---- nvidia-smi process tables: other ranks' contexts on one GPU ------------------------------
 def test_other_ranks_contexts_on_one_gpu_are_found():
     r = parse_text(fx("smi-extra-contexts.txt"), source="smi")
