@@ -95,6 +95,10 @@ KINDS: dict[str, dict[str, str]] = {
         "pg": "the process group, when known (flight-recorder dumps)",
         "odd_ranks": "the minority that ran the other collective, when one side is smaller (flight-recorder dumps)",
     },
+    "container-shm-default": {
+        "runtime": "docker or podman: a `run` command in the paste sets neither --shm-size nor --ipc=host",
+        "shm_bytes": "the /dev/shm size that container got (the engine's default, 64 MB)",
+    },
     "gpu-idle-holder": {
         "pid": "a process nvidia-smi shows holding GPU memory that ps shows stopped or a zombie",
         "gpu": "the GPU it holds memory on",

@@ -135,6 +135,7 @@ _TRIGGERS = [
     r"killed by signal: ", r"srun: error: ", r"(bus error|segmentation fault|aborted|killed)( \(core dumped\))?[ \t\r]*$",
     r"[0-9] +(bus error|segmentation fault|aborted|killed|terminated)", r"signals\.sig", r"got signal",
     r"^zsh: (killed|segmentation fault|bus error|abort) ", r"terminated by signal sig",
+    r"(docker|podman) +(container +)?run ",
     r"^(sigkill|sigbus|sigsegv|sigabrt)[ \t\r]*$",
     r"signal [0-9]+ \(sig[a-z]+\) received by pid", r"worker group", r"restarts exhausted", r"max_restarts",
     r"root cause \(first observed failure\)", r"failures:",
@@ -1323,7 +1324,19 @@ def _r_misc(t: str, low: str) -> list:
     if ("thermal" in low or "throttl" in low or "slowdown" in low) and any(
             w in low for w in ("gpu", "hw", "temperature", "nvrm", "clocks")):
         out.append(("thermal", {"text": t}))
+    if " run " in low and ("docker" in low or "podman" in low):
+        m = _CONTAINER_RUN.search(low)
+        if m and not _SHM_FLAG.search(low):
+            # the container the job runs in got the engine's default /dev/shm (64 MB: docker run's
+            # --shm-size default, podman's too): nothing on the command line raised it or shared the host's
+            out.append(("container-shm-default", {"runtime": m.group(1), "shm_bytes": 64 * 1024 * 1024}))
     return out
+
+
+# a container started by hand: "docker run ...", "sudo nvidia-docker run ...", "podman run ..."
+_CONTAINER_RUN = re.compile(r"(?:^|[\s$#>])(?:sudo\s+)?(?:nvidia-)?(docker|podman)\s+(?:container\s+)?run\s+\S")
+_SHM_FLAG = re.compile(r"--ipc[= ]+host|--shm-size|--shm_size|--ipc[= ]+container:|-v\s+/dev/shm:/dev/shm|"
+                       r"--mount\s+\S*(?:target|dst|destination)=/dev/shm")
 
 
 _VERSIONS = [
