@@ -98,6 +98,7 @@ KINDS: dict[str, dict[str, str]] = {
     "container-shm-default": {
         "runtime": "docker or podman: a `run` command in the paste sets neither --shm-size nor --ipc=host",
         "shm_bytes": "the /dev/shm size that container got (the engine's default, 64 MB)",
+        "beside": "nccl-system-error when the paste's NCCL error is a bare 'unhandled system error'",
     },
     "gpu-idle-holder": {
         "pid": "a process nvidia-smi shows holding GPU memory that ps shows stopped or a zombie",

@@ -2116,6 +2116,7 @@ class _Scanner:
     def finish(self) -> ParseResult:
         self._extra_contexts()
         self._idle_holders()
+        self._container_beside()
         self._cut_tracebacks()
         self._stragglers()
         self._oom_at_start()
@@ -2367,6 +2368,16 @@ class _Scanner:
             self._add("gpu-idle-holder", {"pid": int(m.group(1)), "gpu": gpu, "mib": mib,
                                           "state": "zombie" if stat.startswith("Z") else "stopped"},
                       cl, _SrcRef(idx_of.get(ln.source, 0)))
+
+    def _container_beside(self) -> None:
+        """A container started with the default /dev/shm, in a paste whose NCCL error is a bare
+        "unhandled system error": NCCL's intra-node segments live in that /dev/shm, so the two
+        together read as the container's shared memory first (the finding says what it stands beside)."""
+        boxes = [f for f in self.findings if f.kind == "container-shm-default"]
+        if boxes and any(f.kind == "nccl-error" and f.attrs.get("reason") == "unhandled-system-error"
+                         for f in self.findings):
+            for f in boxes:
+                f.attrs["beside"] = "nccl-system-error"
 
     def _oom_at_start(self) -> None:
         """An OOM is at start when no training step was logged before it. An excerpt that begins at
