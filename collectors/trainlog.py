@@ -2353,16 +2353,16 @@ class _Scanner:
         enough to be kept whole (the two tables are a person's check, not a job's output)."""
         if self.full is None or not self.gpu_procs:
             return
-        held: dict[int, tuple[int, int, CleanLine, int]] = {}  # pid -> (gpu, MiB, row, source)
-        for gpu, pid, _name, mib, cl, idx in self.gpu_procs:
+        held: dict[int, tuple[int, int]] = {}  # pid -> (gpu, MiB) of its first row with memory
+        for gpu, pid, _name, mib, _cl, _idx in self.gpu_procs:
             if mib > 0 and pid not in held:
-                held[pid] = (gpu, mib, cl, idx)
+                held[pid] = (gpu, mib)
         idx_of = {n: i for i, n in enumerate(self.sources)}
         for ln in self.full:
             m = _PS_ROW.match(ln.text) if ("T" in ln.text or "Z" in ln.text) else None
             if not m or int(m.group(1)) not in held:
                 continue
-            gpu, mib, _cl, _ = held.pop(int(m.group(1)))
+            gpu, mib = held.pop(int(m.group(1)))
             stat = m.group(2)
             cl = CleanLine(ln.text, ln.line_no, ln.rank, ln.node, ln.ts, ln.source)
             self._add("gpu-idle-holder", {"pid": int(m.group(1)), "gpu": gpu, "mib": mib,
@@ -2522,10 +2522,10 @@ _TRAINING_FRAME = re.compile(
 # DeepSpeed's and accelerate's): they report a rank's death, they are not the rank's own exception
 _LAUNCHER_EXCEPTIONS = frozenset({"ChildFailedError", "CalledProcessError"})
 
-# nvidia-smi process-table row: |  GPU  [GI  CI]  PID  Type  Process name  Usage |
-# a row of `ps aux` / `ps -ef`-style output whose process is stopped (T, t) or a zombie (Z):
+# a row of `ps aux`-style output whose process is stopped (T, t) or a zombie (Z):
 # USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND
 _PS_ROW = re.compile(r"^\S+\s+(\d+)\s+[\d.]+\s+[\d.]+\s+\d+\s+\d+\s+\S+\s+([TtZ][A-Za-z<+]*)\s+\S+\s+\S+\s+\S")
+# nvidia-smi process-table row: |  GPU  [GI  CI]  PID  Type  Process name  Usage |
 _SMI_PROC = re.compile(r"\|?\s*(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(?:C|G|C\+G|M|M\+C)\s+(\S.*?)\s+(\d+)MiB\s*\|$")
 
 

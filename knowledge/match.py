@@ -531,22 +531,19 @@ _NCCL_INFO = re.compile(r"^NCCL INFO\b(?!.*-> ?[1-9]\d*\s*(?:\[[^\]]*\])?\s*$)")
 # error; SIGKILL is the host OOM killer or a scheduler's kill; SIGBUS a shared-memory mapping
 # that could not be backed; SIGABRT a C++ abort (the NCCL watchdog tearing a hung rank down);
 # SIGSEGV a native crash (mismatched builds, then a faulty GPU or host).
-_EXIT_FAMILIES = {
-    "EXIT1": ("family-gpu-oom", "family-version-mismatch"),
-    "SIGKILL": ("family-host-oom", "family-scheduler-termination"),
-    "SIGBUS": ("family-shared-memory",),
-    "SIGABRT": ("family-collective-timeout", "family-version-mismatch"),
-    "SIGSEGV": ("family-version-mismatch", "family-gpu-hardware-fault"),
-}
-
-
-_EXIT_SAID = {
-    "EXIT1": Said("exit code 1, a Python exception whose traceback is in that rank's own output",
-                  "退出码 1，即 Python 异常，traceback 在该 rank 自己的输出里"),
-    "SIGKILL": Said("SIGKILL without a traceback, a kill from outside", "SIGKILL 且没有 traceback，即被外部杀掉"),
-    "SIGBUS": Said("SIGBUS, a memory mapping that could not be backed", "SIGBUS，即内存映射无法落实"),
-    "SIGABRT": Said("SIGABRT, a C++ abort", "SIGABRT，即 C++ abort"),
-    "SIGSEGV": Said("SIGSEGV, a native crash", "SIGSEGV，即原生代码崩溃"),
+_EXIT: dict[str, tuple[tuple[str, ...], Said]] = {
+    "EXIT1": (("family-gpu-oom", "family-version-mismatch"),
+              Said("exit code 1, a Python exception whose traceback is in that rank's own output",
+                   "退出码 1，即 Python 异常，traceback 在该 rank 自己的输出里")),
+    "SIGKILL": (("family-host-oom", "family-scheduler-termination"),
+                Said("SIGKILL without a traceback, a kill from outside",
+                     "SIGKILL 且没有 traceback，即被外部杀掉")),
+    "SIGBUS": (("family-shared-memory",),
+               Said("SIGBUS, a memory mapping that could not be backed", "SIGBUS，即内存映射无法落实")),
+    "SIGABRT": (("family-collective-timeout", "family-version-mismatch"),
+                Said("SIGABRT, a C++ abort", "SIGABRT，即 C++ abort")),
+    "SIGSEGV": (("family-version-mismatch", "family-gpu-hardware-fault"),
+                Said("SIGSEGV, a native crash", "SIGSEGV，即原生代码崩溃")),
 }
 
 
@@ -559,7 +556,7 @@ def _exit_keys(findings: Sequence[Finding]) -> list[str]:
         if not key and f.attrs.get("exitcode") == 1:
             key = "EXIT1"
         key = str(key).upper() if key else ""
-        if key in _EXIT_FAMILIES and key not in keys:
+        if key in _EXIT and key not in keys:
             keys.append(key)
     return keys
 
@@ -569,7 +566,7 @@ def exit_families(findings: Sequence[Finding]) -> list[str]:
     the statuses' first appearance."""
     out: list[str] = []
     for key in _exit_keys(findings):
-        for fam in _EXIT_FAMILIES[key]:
+        for fam in _EXIT[key][0]:
             if fam not in out:
                 out.append(fam)
     return out
@@ -578,8 +575,9 @@ def exit_families(findings: Sequence[Finding]) -> list[str]:
 def exit_reason(family: str, findings: Sequence[Finding]) -> Said | None:
     """Why the exit status among ``findings`` sends an expert to ``family`` next (None: it does not)."""
     for key in _exit_keys(findings):
-        if family in _EXIT_FAMILIES[key]:
-            return _EXIT_SAID[key]
+        families, said = _EXIT[key]
+        if family in families:
+            return said
     return None
 
 
