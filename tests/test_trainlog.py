@@ -709,6 +709,50 @@ def test_one_large_file_scanned_in_ranges_equals_the_sequential_scan(tmp_path, m
     assert par == seq
 
 
+@pytest.mark.parametrize("chunk", [1 << 24, 50_000, 4_099])
+def test_aligned_reads_give_what_the_joined_chunks_give(tmp_path, monkeypatch, chunk):
+    """A worker reads a plain file in reads that end at their last newline (no chunk is copied to
+    join a line); the lines it keeps, their numbers, flags and look-backs, the counts and the world
+    size are the ones the copying reader gives, for a whole file and for ranges, whatever the read
+    size, with and without a newline at the end."""
+    import re2
+
+    from collectors import trainlog as T
+
+    with open(os.path.join(HERE, "fixtures", "benign", "nccl-info.log"), encoding="utf-8") as fh:
+        chatter = fh.read()
+    pad = chatter * (T.UNWRAP_LIMIT // len(chatter) // 4 + 1)
+    body = []
+    for path in CORPUS_LOGS[:10]:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            body += [pad, fh.read()]
+    text = "".join(body)
+    monkeypatch.setitem(T._WORKER, "pre", T._compile_prefilter(()))
+    monkeypatch.setitem(T._WORKER, "step_b", re2.compile(T._STEP.encode(), T._ci()))
+    monkeypatch.setattr(T, "BIG_CHUNK", chunk)
+    for ending in ("", "\n"):
+        log = tmp_path / "job.log"
+        log.write_text(text.rstrip("\n") + ending, encoding="utf-8")
+        size = log.stat().st_size
+        assert size > T.UNWRAP_LIMIT
+        cut = size // 2 + text[size // 2:].index("\n") + 1
+        for start, end in ((0, None), (0, cut), (cut, size)):
+            with open(log, "rb") as fh:
+                assert T._plain_large(fh, start, end)
+            data = log.read_bytes()[start:end]
+            with open(log, "rb") as fh:
+                reads = [(n, bytes(buf)) for n, buf in T._aligned_chunks(fh.fileno(), start, end)]
+            assert sum(n for n, _ in reads) == len(data)
+            assert all(buf.endswith(b"\n") for _, buf in reads)
+            assert b"".join(buf for _, buf in reads) == data + (b"" if data.endswith(b"\n") else b"\n")
+            aligned = T._pick_file(str(log), start, end)
+            with monkeypatch.context() as m:
+                m.setattr(T, "_plain_large", lambda *a: False)
+                joined = T._pick_file(str(log), start, end)
+            assert aligned.lines and aligned.world
+            assert aligned == joined, (ending, start, end)
+
+
 def _look_back_lines(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
     """The look-back read line by line, as it was first written: the reference for _look_back."""
     from collectors import trainlog as T
@@ -820,26 +864,36 @@ def test_a_huge_line_keeps_the_error_at_its_end(tmp_path):
     assert all(len(ln.text) <= 4010 for ln in res.lines)
 
 
-def test_the_fast_nranks_reader_reads_as_the_word_bounded_pattern():
-    """_nranks (a literal-first search with the word boundary checked by hand) finds exactly the
-    distinct pairs the \\brank ... nranks pattern finds, on every corpus log and at the edges."""
+def test_the_world_size_reader_agrees_with_the_word_bounded_pattern():
+    """_max_nranks (one search per chunk for an M above the largest seen, the word start checked by
+    hand) gives the largest M the \\brank ... nranks pattern finds, on every corpus and held-out log
+    and at the edges; the pattern of "numbers above n" is right for every n it is asked about."""
     import glob
-
     import re
 
-    from collectors.trainlog import _nranks
+    from collectors.trainlog import _above, _max_nranks
 
-    _NRANKS_B = re.compile(rb"\brank (\d+) nranks (\d+)")  # the word-bounded pattern it replaces
+    _NRANKS_B = re.compile(rb"\brank (\d+) nranks (\d+)")  # the word-bounded pattern it stands for
 
-    for path in glob.glob(os.path.join(os.path.dirname(__file__), "corpus", "*", "*.log")):
+    here = os.path.dirname(__file__)
+    paths = glob.glob(os.path.join(here, "corpus", "*", "*.log")) + glob.glob(os.path.join(here, "heldout", "*", "*.log"))
+    with_nranks = 0
+    for path in paths:
         with open(path, "rb") as fh:
             data = fh.read()
-        assert sorted(_nranks(data)) == sorted(set(_NRANKS_B.findall(data))), path
-    edge = b"rank 0 nranks 8\nlocalrank 1 nranks 8 x_rank 2 nranks 8 (rank 3 nranks 8"
-    assert sorted(_nranks(edge)) == sorted(set(_NRANKS_B.findall(edge))) == [(b"0", b"8"), (b"3", b"8")]
-    # a pair seen first inside a word and later at a word start is still found
-    late = b"localrank 5 nranks 8\nrank 5 nranks 8"
-    assert _nranks(late) == [(b"5", b"8")] and _nranks(b"localrank 5 nranks 8") == []
+        want = max((int(w) for _, w in _NRANKS_B.findall(data)), default=0)
+        with_nranks += want > 0
+        assert _max_nranks(data) == want, path
+        assert _max_nranks(data, want) == want and _max_nranks(data, want + 1) == want + 1, path
+    assert with_nranks >= 10
+    edge = b"rank 0 nranks 8\nlocalrank 1 nranks 80 x_rank 2 nranks 90 (rank 3 nranks 16 rank_4 nranks 160"
+    assert _max_nranks(edge) == 16 == max(int(w) for _, w in _NRANKS_B.findall(edge))
+    # a larger M seen first inside a word and later at a word start is still found
+    assert _max_nranks(b"localrank 5 nranks 64\nrank 5 nranks 8\nrank 5 nranks 64") == 64
+    assert _max_nranks(b"localrank 5 nranks 8") == 0
+    for n in (0, 7, 9, 10, 64, 99, 100, 255, 1000, 4095):
+        above = re.compile(f"(?:{_above(n)})")
+        assert [v for v in range(20000) if above.fullmatch(str(v))] == list(range(n + 1, 20000)), n
 
 
 @pytest.mark.parametrize("line", [
