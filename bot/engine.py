@@ -279,7 +279,7 @@ class Engine:
     def refresh(self) -> None:
         """Recompile the matcher when a team entry was added or edited since (kb add, kb import)."""
         try:
-            row = self.runbook.db.execute("SELECT value FROM meta WHERE key = 'team_rev'").fetchone()
+            row = self.runbook.conn.execute("SELECT value FROM meta WHERE key = 'team_rev'").fetchone()
         except Exception:  # noqa: BLE001 - no meta table yet, or the runbook is unusable: keep the matcher
             return
         rev = row[0] if row else "0"

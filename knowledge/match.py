@@ -152,8 +152,19 @@ class Cause:
 @dataclass
 class _Compiled:
     entry: Entry
-    sigs: list[tuple[re.Pattern[str], str | None]]
+    sigs: list[tuple[str, str | None]]  # (signature, its literal anchor)
     phrases: list[str]  # normalised
+    # each signature compiled when a line first reaches it (most never are: a new process would spend
+    # a third of its start-up compiling all of them)
+    patterns: list[Any] = field(default_factory=list)
+
+    def pattern(self, si: int):
+        if not self.patterns:
+            self.patterns = [None] * len(self.sigs)
+        p = self.patterns[si]
+        if p is None:
+            p = self.patterns[si] = compile_signature(self.sigs[si][0], self.entry)
+        return p
 
 
 def compile_signature(sig: str, entry: Entry):
@@ -210,7 +221,7 @@ class Matcher:
                 votes.setdefault(row.entry, Counter())[row.family] += 1
         self._family_of = {eid: c.most_common(1)[0][0] for eid, c in votes.items()}
         self._compiled = [
-            _Compiled(e, [(compile_signature(s, e), literal_anchor(s)) for s in e.signatures],
+            _Compiled(e, [(s, literal_anchor(s)) for s in e.signatures],
                       [p for p in (normalise(p) for p in e.phrases) if p])
             for e in self.entries
         ]
@@ -352,7 +363,7 @@ class Matcher:
         for ei, si in self._signature_candidates(low):
             if ei in hit:
                 continue
-            pattern = self._compiled[ei].sigs[si][0]
+            pattern = self._compiled[ei].pattern(si)
             if pattern.search(text):
                 hit.add(ei)
                 sigs.append((ei, pattern))

@@ -34,13 +34,20 @@ import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import sqlite_utils
+from knowledge.store import StoreError, connect, data_dir, table_exists
 
-from knowledge.store import StoreError, data_dir, open_db
+if TYPE_CHECKING:
+    import sqlite_utils
 
 _LOCK = threading.Lock()
+
+
+def _not_found() -> type[Exception]:
+    from sqlite_utils.db import NotFoundError
+
+    return NotFoundError
 
 
 def _now() -> str:
@@ -122,10 +129,11 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-def schema_version(db: sqlite_utils.Database) -> int:
-    if not db["schema_migrations"].exists():
+def schema_version(db: sqlite_utils.Database | sqlite3.Connection) -> int:
+    conn = getattr(db, "conn", db)
+    if not table_exists(conn, "schema_migrations"):
         return 0
-    row = db.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
     return int(row[0] or 0)
 
 
@@ -189,15 +197,28 @@ class Runbook:
         self._ensure()
 
     @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection: what reads need (a diagnosis reads verdicts and node history)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self.directory)
+        return conn
+
+    @property
     def db(self) -> sqlite_utils.Database:
+        """The same connection through sqlite-utils, for what migrates and writes."""
         db = getattr(self._local, "db", None)
         if db is None:
-            db = self._local.db = open_db(self.directory)
+            import sqlite_utils
+
+            db = self._local.db = sqlite_utils.Database(self.conn)
         return db
 
     def _ensure(self) -> None:
         with _LOCK:
             try:
+                if schema_version(self.conn) >= SCHEMA_VERSION:
+                    return
                 migrate(self.db)
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot upgrade the gpu-triage database in {self.directory}: {exc}; "
@@ -253,7 +274,7 @@ class Runbook:
     def incident(self, incident_id: str) -> dict[str, Any] | None:
         try:
             row = self.db["incidents"].get(incident_id)
-        except sqlite_utils.db.NotFoundError:
+        except _not_found():
             return None
         row = dict(row)
         row["doc"] = json.loads(row["doc"])
@@ -282,7 +303,7 @@ class Runbook:
     def verdicts(self) -> list[dict[str, Any]]:
         """Every feedback row with its incident's signature, node and time (for ranking and similar
         incidents); the latest verdict of each user on each incident and cause counts."""
-        rows = self.db.execute(
+        rows = self.conn.execute(
             "SELECT f.cause_id, f.verdict, i.id, i.signature, i.node, i.created, f.user FROM feedback f "
             "JOIN incidents i ON i.id = f.incident_id WHERE i.signature != '' ORDER BY f.id").fetchall()
         latest: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -306,7 +327,7 @@ class Runbook:
     def draft(self, draft_id: int) -> dict[str, Any] | None:
         try:
             row = dict(self.db["runbook_drafts"].get(draft_id))
-        except sqlite_utils.db.NotFoundError:
+        except _not_found():
             return None
         row["entry"] = json.loads(row["entry"])
         return row
@@ -325,7 +346,9 @@ class Runbook:
         if since:
             where.append("at >= ?")
             args.append(since)
-        return list(self.db["node_events"].rows_where(" AND ".join(where), args, order_by="at"))
+        cur = self.conn.execute(f"SELECT * FROM node_events WHERE {' AND '.join(where)} ORDER BY at", args)
+        names = [c[0] for c in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
 
     # App Home
 

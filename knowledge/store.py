@@ -14,10 +14,12 @@ import re
 import os
 import sqlite3
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from knowledge.loader import Entry, EntryError, entries_dir, fingerprint, load_dir
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 DB_NAME = "gpu-triage.db"
 SCHEMA_VERSION = 1
@@ -55,7 +57,9 @@ def _unusable(path: Path, exc: BaseException) -> StoreError:
         "--data-dir) to a folder you can write to.")
 
 
-def open_db(directory: Path) -> sqlite_utils.Database:
+def connect(directory: Path) -> sqlite3.Connection:
+    """The database's connection: what reading needs (sqlite-utils, with the numpy and pandas it
+    imports when they are installed, is loaded only by what writes)."""
     try:
         # the team's incidents, feedback and pasted lines are the owner's alone, whatever the umask:
         # a new data directory is 0700 and a new database 0600 (SQLite gives its -wal and -shm
@@ -72,7 +76,17 @@ def open_db(directory: Path) -> sqlite_utils.Database:
         conn.execute("PRAGMA busy_timeout=30000")
     except (OSError, sqlite3.Error) as exc:
         raise _unusable(directory, exc) from exc
-    return sqlite_utils.Database(conn)
+    return conn
+
+
+def open_db(directory: Path) -> sqlite_utils.Database:
+    import sqlite_utils
+
+    return sqlite_utils.Database(connect(directory))
+
+
+def table_exists(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]).fetchone() is not None
 
 
 def _code_fingerprint() -> str:
@@ -106,21 +120,31 @@ class Store:
     def __init__(self, directory: str | os.PathLike | None = None, *, entries: Path | None = None):
         self.directory = data_dir(directory)
         self.entries_path = Path(entries) if entries else entries_dir()
-        self.db = open_db(self.directory)
+        self.conn = connect(self.directory)
+        self._db: sqlite_utils.Database | None = None
         self.rebuilt = False
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The same connection through sqlite-utils, for what builds and writes."""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
 
     def ensure(self) -> None:
         """Build or rebuild the curated entries when their files changed."""
         current = f"{SCHEMA_VERSION}:{_code_fingerprint()}:{fingerprint(self.entries_path)}"
-        if self._meta("fingerprint") == current and self.db["entries"].exists():
+        if self._meta("fingerprint") == current and table_exists(self.conn, "entries"):
             return
         entries, errors = load_dir(self.entries_path)
         if errors:
             raise KnowledgeInvalid(errors)
         try:
-            with self.db.conn:  # one transaction; the old base stays if anything fails
-                self.db.execute("BEGIN IMMEDIATE")
-                if self._meta("fingerprint") == current and self.db["entries"].exists():
+            with self.conn:  # one transaction; the old base stays if anything fails
+                self.conn.execute("BEGIN IMMEDIATE")
+                if self._meta("fingerprint") == current and table_exists(self.conn, "entries"):
                     return  # another process rebuilt it while we waited
                 self._build(entries)
                 self._set_meta("fingerprint", current)
@@ -140,13 +164,13 @@ class Store:
         table.insert_all((_fts_row(e) for e in entries), replace=True)
 
     def _meta(self, key: str) -> str | None:
-        if not self.db["meta"].exists():
+        if not table_exists(self.conn, "meta"):
             return None
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else None
 
     def _set_meta(self, key: str, value: str) -> None:
-        if not self.db["meta"].exists():
+        if not table_exists(self.conn, "meta"):
             self.db["meta"].create({"key": str, "value": str}, pk="key")
         self.db["meta"].upsert({"key": key, "value": value}, pk="key")
 
@@ -162,8 +186,8 @@ class Store:
         entry.origin = "team"
         entry.path = ""
         try:
-            with self.db.conn:
-                self.db.execute("BEGIN IMMEDIATE")
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
                 row = self.db.execute("SELECT origin FROM entries WHERE id = ?", [entry.id]).fetchone()
                 if row and row[0] != "team":
                     raise StoreError(f"{entry.id!r} is a curated entry; change knowledge/entries/ by pull request, "
@@ -176,15 +200,15 @@ class Store:
 
     def delete_team_entry(self, entry_id: str) -> bool:
         self.ensure()
-        with self.db.conn:
-            self.db.execute("BEGIN IMMEDIATE")
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
             gone = self.db.execute("DELETE FROM entries WHERE id = ? AND origin = 'team'", [entry_id]).rowcount
             self._set_meta("team_rev", str(int(self._meta("team_rev") or 0) + 1))
         return bool(gone)
 
     def team_entries(self) -> list[Entry]:
         self.ensure()
-        rows = self.db.execute("SELECT body FROM entries WHERE origin = 'team' ORDER BY category, id").fetchall()
+        rows = self.conn.execute("SELECT body FROM entries WHERE origin = 'team' ORDER BY category, id").fetchall()
         return [Entry.from_json(json.loads(body)) for (body,) in rows]
 
     def team_revision(self) -> str:
@@ -193,12 +217,12 @@ class Store:
 
     def entries(self) -> list[Entry]:
         self.ensure()
-        rows = self.db.execute("SELECT body FROM entries ORDER BY category, id").fetchall()
+        rows = self.conn.execute("SELECT body FROM entries ORDER BY category, id").fetchall()
         return [Entry.from_json(json.loads(body)) for (body,) in rows]
 
     def get(self, entry_id: str) -> Entry | None:
         self.ensure()
-        row = self.db.execute("SELECT body FROM entries WHERE id = ?", [entry_id]).fetchone()
+        row = self.conn.execute("SELECT body FROM entries WHERE id = ?", [entry_id]).fetchone()
         return Entry.from_json(json.loads(row[0])) if row else None
 
     def search(self, words: str, limit: int = 10) -> list[tuple[Entry, float]]:
@@ -221,7 +245,7 @@ class Store:
                               "search for a shorter part of it")
         first: list[tuple[Entry, float]] = []
         if codes:
-            for (body,) in self.db.execute("SELECT body FROM entries ORDER BY id"):
+            for (body,) in self.conn.execute("SELECT body FROM entries ORDER BY id"):
                 entry = Entry.from_json(json.loads(body))
                 rank = _xid_rank(entry, codes)
                 if rank is not None:
@@ -238,7 +262,7 @@ class Store:
         groups = [_synonyms(t) for t in terms]
         query = " AND ".join("(" + " OR ".join('"' + w.replace('"', '""') + '"' for w in g) + ")" for g in groups)
         try:
-            rows = self.db.execute(
+            rows = self.conn.execute(
                 "SELECT entries.body, bm25(entries_fts) AS rank FROM entries_fts "
                 "JOIN entries ON entries.rowid = entries_fts.rowid "
                 "WHERE entries_fts MATCH ? ORDER BY rank LIMIT ?", [query, limit]).fetchall()
@@ -251,7 +275,7 @@ class Store:
                                                "ESCAPE '\\'" for _ in g) + ")")
                 # % and _ are the user's characters, not LIKE wildcards
                 args += ["%" + re.sub(r"([\\%_])", r"\\\1", w) + "%" for w in g]
-            rows = self.db.execute(f"SELECT body, 0 FROM entries WHERE {' AND '.join(where)} LIMIT ?",
+            rows = self.conn.execute(f"SELECT body, 0 FROM entries WHERE {' AND '.join(where)} LIMIT ?",
                                    args + [limit]).fetchall()
         hits = [(Entry.from_json(json.loads(body)), float(rank)) for body, rank in rows]
         if first:

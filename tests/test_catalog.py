@@ -253,21 +253,40 @@ def test_horovod_shut_down_is_an_echo_of_another_rank_s_error(engine):
 
 
 def test_the_parsed_catalog_cache_keeps_only_the_newest_few(tmp_path, monkeypatch):
-    # one cache file per catalog version: older ones (an upgrade, an edited catalog) are pruned
+    # one cache file per catalog version: older ones (an upgrade, an edited catalog, the JSON caches
+    # of earlier releases) are pruned
     import os
     import time
 
     for i in range(cat.CACHE_KEEP + 3):
-        stale = tmp_path / f"catalog-{i:016x}.json"
+        stale = tmp_path / f"catalog-{i:016x}.{'json' if i % 2 else 'marshal'}"
         stale.write_text("{}")
         os.utime(stale, (time.time() - 1000 + i, time.time() - 1000 + i))
     monkeypatch.setattr(cat, "_CACHE", {})
     rows = cat.shipped(tmp_path)
     assert len(rows) >= 1000
-    left = sorted(p.name for p in tmp_path.glob("catalog-*.json"))
-    assert len(left) == cat.CACHE_KEEP and any(p.stat().st_size > 1000 for p in tmp_path.glob("catalog-*.json"))
+    left = [*tmp_path.glob("catalog-*.marshal"), *tmp_path.glob("catalog-*.json")]
+    assert len(left) == cat.CACHE_KEEP and any(p.stat().st_size > 1000 for p in left)
     monkeypatch.setattr(cat, "_CACHE", {})
     assert len(cat.shipped(tmp_path)) == len(rows)  # read back from the cache it just wrote
+
+
+def test_a_damaged_or_foreign_catalog_cache_is_rebuilt(tmp_path, monkeypatch):
+    """A cache cut short, of another layout, or not marshal data at all: the rows come from the YAML
+    again and the cache is written anew."""
+    import marshal
+
+    monkeypatch.setattr(cat, "_CACHE", {})
+    fresh = cat.shipped(tmp_path)
+    (path,) = tmp_path.glob("catalog-*.marshal")
+    good = path.read_bytes()
+    for bad in (good[: len(good) // 2], b"not marshal", marshal.dumps({"version": "0", "fields": [], "rows": []}),
+                marshal.dumps([1, 2, 3])):
+        path.write_bytes(bad)
+        monkeypatch.setattr(cat, "_CACHE", {})
+        again = cat.shipped(tmp_path)
+        assert [r.id for r in again.rows] == [r.id for r in fresh.rows]
+        assert path.read_bytes() == good
 
 
 def test_the_prefilter_literal_is_worked_out_once_and_survives_the_cache(tmp_path, monkeypatch):
@@ -280,6 +299,23 @@ def test_the_prefilter_literal_is_worked_out_once_and_survives_the_cache(tmp_pat
     monkeypatch.setattr(cat, "_CACHE", {})
     cached = cat.shipped(tmp_path)  # reads it back
     assert cached.anchors() == fresh.anchors() and all(row.prefilter for row in cached.rows)
+
+
+def test_the_cut_short_heads_are_worked_out_once_and_survive_the_cache(tmp_path, monkeypatch):
+    """A new process reads each row's opening literal (the head that recognises a message cut short)
+    from the parsed-catalog cache instead of parsing 4 700 format strings again; the catalog built
+    from the cache indexes the same heads as one built from the YAML."""
+    from knowledge.catalog import _head
+
+    fresh = cat.load(validate=False)
+    assert all(row.head == (_head(row) or "") for row in fresh.rows)
+    assert sum(1 for row in fresh.rows if row.head) > 100
+    monkeypatch.setattr(cat, "_CACHE", {})
+    cat.shipped(tmp_path)
+    monkeypatch.setattr(cat, "_CACHE", {})
+    cached = cat.shipped(tmp_path)
+    assert [row.head for row in cached.rows] == [row.head for row in fresh.rows]
+    assert cached._by_head == fresh._by_head and cached._by_head
 
 
 @pytest.mark.parametrize("line", [

@@ -129,3 +129,22 @@ def test_data_dir_that_is_a_file(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(StoreError, match=r"cannot use the data directory .*GPU_TRIAGE_DATA_DIR"):
         Store(blocker)
+
+
+def test_a_diagnosis_reads_the_store_without_loading_sqlite_utils(tmp_path):
+    """sqlite-utils (and the numpy and pandas it imports when they are installed) is for what builds
+    and writes the database: once the store is built, a new process diagnoses a paste without it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from bot.engine import Engine\n"
+            "d = Engine(data_dir=sys.argv[1]).diagnose_text('RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB')\n"
+            "print(d.causes[0].category, 'sqlite_utils' in sys.modules)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    first = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=root)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split()[0] == "gpu-memory"  # the first run built the store (with sqlite-utils)
+    again = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=root)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split() == ["gpu-memory", "False"]

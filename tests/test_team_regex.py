@@ -31,7 +31,7 @@ def test_a_backtracking_pattern_runs_in_linear_time():
     m = Matcher([entry])
     text = "a" * 40 + "!"
     started = time.perf_counter()
-    hit = m._compiled[0].sigs[0][0].search(text)
+    hit = m._compiled[0].pattern(0).search(text)
     assert hit is None and time.perf_counter() - started < 0.5
 
 

@@ -153,7 +153,7 @@ def on_runbook_command(ctx: BotContext, client: WebClient, body: dict, respond) 
     except SearchError:  # a pasted log as search words: the limits, in the user's language
         text, blocks = t("runbook_search_too_long", lang, words=MAX_SEARCH_WORDS, chars=MAX_SEARCH_WORD), None
     finally:
-        store.db.close()
+        store.conn.close()
     respond(response_type="ephemeral", text=text, blocks=blocks)
 
 
