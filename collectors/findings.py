@@ -100,6 +100,10 @@ KINDS: dict[str, dict[str, str]] = {
         "shm_bytes": "the /dev/shm size that container got (the engine's default, 64 MB)",
         "beside": "nccl-system-error when the paste's NCCL error is a bare 'unhandled system error'",
     },
+    "pod-status": {
+        "pod": "the pod's name (the NAME column of kubectl get pods)",
+        "status": "its STATUS column: OOMKilled, Evicted or UnexpectedAdmissionError",
+    },
     "gpu-idle-holder": {
         "pid": "a process nvidia-smi shows holding GPU memory that ps shows stopped or a zombie",
         "gpu": "the GPU it holds memory on",

@@ -136,6 +136,7 @@ _TRIGGERS = [
     r"[0-9] +(bus error|segmentation fault|aborted|killed|terminated)", r"signals\.sig", r"got signal",
     r"^zsh: (killed|segmentation fault|bus error|abort) ", r"terminated by signal sig",
     r"(docker|podman) +(container +)?run ",
+    r"[0-9]/[0-9]+ +(init:)?(oomkilled|evicted|unexpectedadmissionerror)",
     r"^(sigkill|sigbus|sigsegv|sigabrt)[ \t\r]*$",
     r"signal [0-9]+ \(sig[a-z]+\) received by pid", r"worker group", r"restarts exhausted", r"max_restarts",
     r"root cause \(first observed failure\)", r"failures:",
@@ -1347,7 +1348,19 @@ def _r_misc(t: str, low: str) -> list:
             # the container the job runs in got the engine's default /dev/shm (64 MB: docker run's
             # --shm-size default, podman's too): nothing on the command line raised it or shared the host's
             out.append(("container-shm-default", {"runtime": m.group(1), "shm_bytes": 64 * 1024 * 1024}))
+    if "OOMKilled" in t or "Evicted" in t or "UnexpectedAdmissionError" in t:
+        m = _POD_ROW.search(t)
+        if m:
+            out.append(("pod-status", {"pod": m.group(1), "status": m.group(2)}))
     return out
+
+
+# a row of kubectl get pods (pkg/printers/internalversion printPod: [NAMESPACE] NAME READY STATUS
+# RESTARTS AGE), READY as ready/total containers; STATUS is the pod's reason (Evicted,
+# UnexpectedAdmissionError) or a container's terminated reason (OOMKilled, "Init:" for an init
+# container), whatever RESTARTS looks like ("3", "3 (41s ago)") or where the row was cut
+_POD_ROW = re.compile(r"(?:^|\s)([a-z0-9][a-z0-9.-]*)\s+\d+/\d+\s+(?:Init:)?(OOMKilled|Evicted|UnexpectedAdmissionError)"
+                      r"(?=\s|$)")
 
 
 # a container started by hand: "docker run ...", "sudo nvidia-docker run ...", "podman run ..."
@@ -1402,7 +1415,8 @@ _TB_HEAD = "Traceback (most recent call last)"
 ROOT, ECHO, WEAK, CHORUS, NONE = 0, 1, 2, 3, 4
 _ROOT_KINDS = {"cuda-oom", "xid", "gpu-lost", "ecc-error", "cuda-error", "shm-bus-error", "shm-error",
                "disk-full", "io-error", "nfs-stall", "oom-killer", "host-oom", "ib-error", "nccl-error",
-               "rendezvous-error", "slurm-event", "nvlink-error", "pcie-error", "thermal", "python-exception"}
+               "rendezvous-error", "slurm-event", "nvlink-error", "pcie-error", "thermal", "python-exception",
+               "pod-status"}
 _CHORUS_TEXT = ("remote process exited", "closing signal", "childfailederror", "root cause (first observed",
                 "traceback (most recent call last)", "error_file", "failures:", "<no_other_failures>",
                 "exitcode", "sigkill_handler", "killing subprocess")
@@ -1612,6 +1626,9 @@ class _Picked:
     first_step: int | None
     world: int = 0
     error: str | None = None
+    # a plain file's piece whose world size was not read: only the laggard analysis needs it, and then
+    # the parent reads it (_Scanner._read_world); an NCCL_DEBUG=INFO log holds thousands of Init lines
+    world_from: tuple[str, int, int | None] | None = None
 
 
 _WORKER: dict = {}  # the prefilter and step pattern, set before the workers are forked
@@ -1696,7 +1713,8 @@ def _pick_file(path: str, start: int = 0, end: int | None = None) -> _Picked:
     try:
         with open(path, "rb") as fh:
             prev = _lines_before(fh, start)
-            if _plain_large(fh, start, end):
+            aligned = _plain_large(fh, start, end)
+            if aligned:
                 if start == 0:
                     _sniff(path, os.pread(fh.fileno(), SNIFF, 0))
                 pieces = _aligned_chunks(fh.fileno(), start, end)
@@ -1726,14 +1744,15 @@ def _pick_file(path: str, start: int = 0, end: int | None = None) -> _Picked:
                     ln += buf.count(b"\n", counted, st)
                     counted = st
                     out.append((ln + 1, bytes(buf[st:buf.find(b"\n", st)]), sel[st], *_back(buf, st, prev)))
-                world = _max_nranks(buf, world)
+                if not aligned:
+                    world = _max_nranks(buf, world)
                 prev = bytes(_last_lines(buf, STATE_BACK))
                 base = ln + buf.count(b"\n", counted)
     except InputError as e:
         return _Picked([], 0, 0, 0, None, error=str(e))
     except PermissionError:
         return _Picked([], 0, 0, 0, None, error="permission")
-    return _Picked(out, base, nbytes, bad, first_step, world)
+    return _Picked(out, base, nbytes, bad, first_step, world, world_from=(path, start, end) if aligned else None)
 
 
 def _known_size(files: Sequence[str]) -> int | None:
@@ -1843,6 +1862,7 @@ class _Scanner:
         self.ranks_seen: set[int] = set()
         self.rank_node: dict[int, str] = {}  # a rank's host, where one line said both
         self.world: int | None = None
+        self._world_todo: list[tuple[str, int, int | None]] = []  # pieces whose world size is unread
         self.year_hint: int | None = None
         self.n_candidates = 0
         self.last_exit: Finding | None = None
@@ -1902,6 +1922,8 @@ class _Scanner:
             self._take(src, raw, offset + line_no, flags, shm_back, file_back)
         if picked.world:
             self.world = max(self.world or 0, picked.world)
+        if picked.world_from is not None:
+            self._world_todo.append(picked.world_from)
 
     def _chunk(self, src: _Src, buf: bytes, base: int, small: bool) -> int:
         src.bad_lines += _bad_lines(buf)
@@ -1952,6 +1974,20 @@ class _Scanner:
         self._ranks(buf)
         src.prev = _last_lines(buf, STATE_BACK)
         return base + nlines
+
+    def _read_world(self) -> None:
+        """The world size from the pieces the workers left unread (see _Picked.world_from)."""
+        world = self.world or 0
+        for path, start, end in self._world_todo:
+            try:
+                with open(path, "rb") as fh:
+                    for _, buf in _aligned_chunks(fh.fileno(), start, end):
+                        world = _max_nranks(buf, world)
+            except OSError:
+                continue  # gone since the scan: the world size stays what the rest says
+        self._world_todo = []
+        if world:
+            self.world = world
 
     def _ranks(self, buf: bytes) -> None:
         world = _max_nranks(buf, self.world or 0)
@@ -2311,6 +2347,8 @@ class _Scanner:
             if f.kind == "nccl-timeout" and "seq" in f.attrs and f.rank is not None:
                 by_seq.setdefault((f.attrs.get("pg"), f.attrs["seq"]), []).append(f)
                 own.setdefault(f.rank, []).append(f)
+        if self._world_todo and any(len({f.rank for f in fs}) >= 2 for fs in by_seq.values()):
+            self._read_world()
         known = set(self.ranks_seen)
         if self.world:
             known |= set(range(self.world))

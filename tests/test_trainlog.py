@@ -157,6 +157,27 @@ def test_watchdog_old_format_and_straggler():
     assert s.attrs == {"ranks": "0,4,5", "seq": 469508, "waiting": 5, "op": "ALLREDUCE"}
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_large_logs_laggard_comes_from_the_world_size_its_nccl_init_lines_give(tmp_path, monkeypatch, workers):
+    """In a large log the world size is read only when the laggard analysis needs it (a worker leaves
+    it to the parent): the NCCL Init lines at the top say 8 ranks, the timeouts 4 MB below come
+    from five of them, so the other three are the laggards, whether one process or the workers
+    read the ranges."""
+    head = "".join(f"gpu01:48000:48100 [{r}] NCCL INFO comm 0x55d1a000000{r} rank {r} nranks 8 cudaDev {r} "
+                   f"busId 1b000 commId 0x0a5eaf7460001eef - Init COMPLETE\n" for r in range(8))
+    pad = "".join(f"[2024-05-01 10:{i // 600 % 60:02d}:{i // 10 % 60:02d}] iteration {i:6d} | loss 2.{i % 1000:03d} | "
+                  f"lr 1.2e-4 | grad norm 0.91\n" for i in range(60_000))
+    # rank prefixes hide ranks 0..7 from the timeout lines' neighbours: only the Init lines name them all
+    text = head + pad + fx("watchdog-old.txt") + pad
+    log = tmp_path / "job.log"
+    log.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("GPU_TRIAGE_SCAN_RANGE_KB", "1024")
+    monkeypatch.setenv("GPU_TRIAGE_SCAN_WORKERS", workers)
+    r = parse_paths([str(log)])
+    (s,) = kinds(r, "rank-straggler")
+    assert s.attrs == {"ranks": "0,4,5", "seq": 469508, "waiting": 5, "op": "ALLREDUCE"}
+
+
 def test_no_straggler_when_every_rank_timed_out():
     assert not kinds(parse_text(fx("watchdog-old.txt")), "rank-straggler")
 
@@ -713,8 +734,10 @@ def test_one_large_file_scanned_in_ranges_equals_the_sequential_scan(tmp_path, m
 def test_aligned_reads_give_what_the_joined_chunks_give(tmp_path, monkeypatch, chunk):
     """A worker reads a plain file in reads that end at their last newline (no chunk is copied to
     join a line); the lines it keeps, their numbers, flags and look-backs, the counts and the world
-    size are the ones the copying reader gives, for a whole file and for ranges, whatever the read
-    size, with and without a newline at the end."""
+    size (read by the parent when it needs it) are the ones the copying reader gives, for a whole
+    file and for ranges, whatever the read size, with and without a newline at the end."""
+    import dataclasses
+
     import re2
 
     from collectors import trainlog as T
@@ -749,8 +772,15 @@ def test_aligned_reads_give_what_the_joined_chunks_give(tmp_path, monkeypatch, c
             with monkeypatch.context() as m:
                 m.setattr(T, "_plain_large", lambda *a: False)
                 joined = T._pick_file(str(log), start, end)
-            assert aligned.lines and aligned.world
-            assert aligned == joined, (ending, start, end)
+            # the world size of an aligned piece is left to the parent, which reads it when it needs it
+            assert aligned.lines and aligned.world == 0 and aligned.world_from == (str(log), start, end)
+            assert joined.world_from is None
+            assert dataclasses.replace(aligned, world=joined.world, world_from=None) == joined, (ending, start, end)
+            sc = T._Scanner(())
+            sc._world_todo = [aligned.world_from]
+            sc._read_world()
+            assert sc.world == (joined.world or None) and sc._world_todo == []
+            assert joined.world or end is not None  # the whole file's NCCL lines say it
 
 
 def _look_back_lines(buf: bytes, s: int, prev: bytes) -> tuple[int, int]:
