@@ -1664,8 +1664,10 @@ def _aligned_chunks(fd: int, start: int, end: int | None) -> Iterable[tuple[int,
     chunk yielded is overwritten by the next one."""
     pos = start
     buf = bytearray()
+    stop = os.fstat(fd).st_size if end is None else end  # a file still written to is read on to its end
     while end is None or pos < end:
-        want = BIG_CHUNK if end is None else min(BIG_CHUNK, end - pos)
+        # no 16 MB buffer for a 4 MB file; past the size it had, a growing file is read on in 64 KB
+        want = min(BIG_CHUNK, stop - pos if end is not None else max(stop - pos, 1 << 16))
         # one buffer, read into again and again: its pages stay mapped (a fresh 16 MB costs 4 096
         # page faults); the caller keeps nothing of a chunk but copies
         if len(buf) < want:
@@ -1689,6 +1691,20 @@ def _aligned_chunks(fd: int, start: int, end: int | None) -> Iterable[tuple[int,
             # no newline at all: a "line" longer than a read (BIG_CHUNK > MAX_LINE_BYTES) is cut here
         pos += n
         yield n, buf
+
+
+def _piece_world(piece: tuple[str, int, int | None]) -> int:
+    """The largest M of the ``rank N nranks M`` lines of a plain file's piece (0: none, or the file
+    is gone since the scan)."""
+    path, start, end = piece
+    world = 0
+    try:
+        with open(path, "rb") as fh:
+            for _, buf in _aligned_chunks(fh.fileno(), start, end):
+                world = _max_nranks(buf, world)
+    except OSError:
+        pass
+    return world
 
 
 def _lines_before(fh: BinaryIO, start: int) -> bytes:
@@ -1976,16 +1992,19 @@ class _Scanner:
         return base + nlines
 
     def _read_world(self) -> None:
-        """The world size from the pieces the workers left unread (see _Picked.world_from)."""
-        world = self.world or 0
-        for path, start, end in self._world_todo:
-            try:
-                with open(path, "rb") as fh:
-                    for _, buf in _aligned_chunks(fh.fileno(), start, end):
-                        world = _max_nranks(buf, world)
-            except OSError:
-                continue  # gone since the scan: the world size stays what the rest says
-        self._world_todo = []
+        """The world size from the pieces the workers left unread (see _Picked.world_from), read on
+        all cores like the scan itself."""
+        todo, self._world_todo = self._world_todo, []
+        n = min(_workers(), len(todo))
+        if n > 1:
+            import concurrent.futures
+            import multiprocessing
+
+            with concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork")) as pool:
+                worlds = list(pool.map(_piece_world, todo))
+        else:
+            worlds = [_piece_world(piece) for piece in todo]
+        world = max([self.world or 0, *worlds])
         if world:
             self.world = world
 
