@@ -20,7 +20,7 @@ from collectors.said import Said, in_lang
 from knowledge import catalog as catalog_mod
 from knowledge.loader import Entry
 from knowledge import vocabulary
-from knowledge.match import CONFIDENT, Cause, Evidence, Matcher, exit_reason
+from knowledge.match import CONFIDENT, Cause, Evidence, Matcher, next_reason
 from knowledge.store import Store
 from knowledge.support import RateCard, adjust_tier, drivers_text, job_shape
 
@@ -174,9 +174,7 @@ def alternatives(ranked: Sequence[Cause], causes: Sequence[Cause],
             target.evidence = list(top.evidence[:1])
         why = reason(fam)
         if why is not None:
-            target.explain.append(Said(f"checked next: the exit status in the log ({why}) most often has its "
-                                       "cause in this layer",
-                                       f"下一步排查：日志里的退出状态（{why.zh}）最常由这一层引起"))
+            target.explain.append(why)
         else:
             target.explain.append(Said(f"checked next: the messages behind {top.id} also fit this family",
                                        f"下一步排查：{top.id} 背后的消息也符合这一大类"))
@@ -346,7 +344,7 @@ class Engine:
         causes = [c for c in ranked if c.confidence >= CONFIDENT][: self.max_causes]
         top_facts = causes[0].findings if causes else ()
         causes += alternatives(ranked, causes, self.matcher.entry, lambda e: self.matcher.check_next(e, top_facts),
-                               lambda fam: exit_reason(fam, top_facts))
+                               lambda fam: next_reason(fam, top_facts))
         candidates = [c for c in ranked if c.confidence < CONFIDENT and c not in causes][:5]
         shape = job_shape(parsed.lines, findings, self.gpus)
         diagnosis = Diagnosis(

@@ -197,8 +197,8 @@ class Matcher:
         return None if i is None else self.entries[i]
 
     def check_next(self, entry: Entry, findings: Sequence[Finding] = ()) -> list[str]:
-        """The families to check after ``entry``: first those the exit status it rests on names (see
-        :func:`exit_families`), then its own ``check_next``, else those of the family its catalogued
+        """The families to check after ``entry``: first those the XID codes (:func:`xid_families`)
+        and the exit status (:func:`exit_families`) it rests on name, then its own ``check_next``, else those of the family its catalogued
         messages belong to (an ECC error's next checks are the GPU-fault family's; an entry no
         catalogued message points at has none)."""
         if entry.check_next:
@@ -207,7 +207,10 @@ class Matcher:
             fam = self._family_of.get(entry.id)
             target = self.entry(fam) if fam else None
             own = [f for f in target.check_next if f != entry.id] if target is not None else []
-        led = [f for f in exit_families(findings) if f != entry.id and self.entry(f) is not None]
+        led: list[str] = []
+        for f in xid_families(findings) + exit_families(findings):
+            if f != entry.id and f not in led and self.entry(f) is not None:
+                led.append(f)
         return led + [f for f in own if f not in led]
 
     def __init__(self, entries: Sequence[Entry], catalog: Any = None):
@@ -589,6 +592,56 @@ def exit_reason(family: str, findings: Sequence[Finding]) -> Said | None:
         families, said = _EXIT[key]
         if family in families:
             return said
+    return None
+
+
+# Where NVIDIA's XID catalog (shared/reference/xid-catalog.csv, column `indicates`) says a code's
+# fault may lie besides the GPU itself, and the family an expert checks for it: XID 13 and 31 name
+# the application first, 109 the application or the driver, 79 the PCIe bus, 54 the power cables.
+_XID_LEADS: tuple[tuple[str, str, Said], ...] = (
+    ("user application", "family-cuda-runtime-error", Said("the application's own kernels", "应用程序自身的 kernel")),
+    ("driver", "family-version-mismatch", Said("the driver", "驱动")),
+    ("system-memory", "family-node-hardware", Said("the PCIe bus or host memory", "PCIe 总线或主机内存")),
+    ("pcie bus", "family-node-hardware", Said("the PCIe bus or host memory", "PCIe 总线或主机内存")),
+    ("bus related", "family-node-hardware", Said("the PCIe bus or host memory", "PCIe 总线或主机内存")),
+    ("power delivery", "family-node-hardware", Said("the power delivery", "供电")),
+)
+
+
+def _xid_leads(findings: Sequence[Finding]) -> list[tuple[int, str, Said]]:
+    """(code, family, layer) for the XID codes among ``findings``, in the order of the codes' first
+    appearance and, for one code, of the layers in the catalog's text."""
+    from knowledge.xid_catalog import XID
+
+    out: list[tuple[int, str, Said]] = []
+    for f in findings:
+        code = f.attrs.get("code") if f.kind == "xid" else None
+        facts = XID.get(code) if isinstance(code, int) else None
+        if facts is None:
+            continue
+        text = facts["indicates"].lower()
+        for _, fam, layer in sorted((text.find(k), fam, layer) for k, fam, layer in _XID_LEADS if k in text):
+            if all(fam != o[1] for o in out):
+                out.append((code, fam, layer))
+    return out
+
+
+def xid_families(findings: Sequence[Finding]) -> list[str]:
+    """The families an expert checks next for the XID codes among ``findings`` (see _XID_LEADS)."""
+    return [fam for _, fam, _ in _xid_leads(findings)]
+
+
+def next_reason(family: str, findings: Sequence[Finding]) -> Said | None:
+    """Why ``family`` is checked next after a cause resting on ``findings``: an XID code's catalog
+    entry names its layer, or the exit status most often has its cause there (None: neither)."""
+    for code, fam, layer in _xid_leads(findings):
+        if fam == family:
+            return Said(f"checked next: NVIDIA's XID catalog lists {layer} among the causes of XID {code}",
+                        f"下一步排查：NVIDIA 的 XID 目录把{layer.zh}列为 XID {code} 的可能原因之一")
+    why = exit_reason(family, findings)
+    if why is not None:
+        return Said(f"checked next: the exit status in the log ({why}) most often has its cause in this layer",
+                    f"下一步排查：日志里的退出状态（{why.zh}）最常由这一层引起")
     return None
 
 

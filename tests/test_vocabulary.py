@@ -135,3 +135,30 @@ def test_the_exit_status_of_a_torchrun_summary_says_what_to_check_next(engine, c
         alt = next(c for c in d.causes if c.alternative and c.category == "gpu-memory")
         assert "exit code 1, a Python exception" in str(alt.explain[-1]), alt.explain
         assert "退出码 1" in alt.explain[-1].zh
+
+
+# kernel-log lines as the NVIDIA driver prints them (NVRM), one per code
+_XID_LINE = "NVRM: Xid (PCI:0000:3b:00): {}, pid=2941, name=python, {}"
+
+
+@pytest.mark.parametrize("code, tail, want", [
+    # shared/reference/xid-catalog.csv: "user application (long/hung kernel) or driver": the code first
+    (109, "Ch 00000008 errorString CTX SWITCH TIMEOUT, Info 0x1c001", "family-cuda-runtime-error"),
+    # "firmware (GSP) / driver": the driver release
+    (119, "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 (GSP_RM_CONTROL)",
+     "family-version-mismatch"),
+])
+def test_an_xid_codes_catalog_entry_says_what_to_check_next(engine, code, tail, want):
+    d = engine.diagnose_text(_XID_LINE.format(code, tail))
+    assert d.causes[0].category == "gpu-hardware", [(c.id, c.confidence) for c in d.causes]
+    alt = next((c for c in d.causes if c.alternative and c.category == "software"), None)
+    assert alt is not None and alt.id == want, [(c.id, c.confidence) for c in d.causes]
+    assert "NVIDIA's XID catalog lists" in str(alt.explain[-1]) and f"XID {code}" in str(alt.explain[-1])
+    assert f"XID {code} 的可能原因" in alt.explain[-1].zh
+
+
+def test_an_xid_the_catalog_puts_in_the_memory_hardware_sends_nowhere_else(engine):
+    # XID 48: "memory hardware (DRAM/HBM uncorrectable ECC)": nothing outside the GPU to check
+    d = engine.diagnose_text(_XID_LINE.format(48, "An uncorrectable double bit error (DBE) has been detected on GPU "
+                                                  "in the framebuffer at partition 6, subpartition 0."))
+    assert [c.category for c in d.causes] == ["gpu-hardware"], [(c.id, c.confidence) for c in d.causes]
