@@ -97,6 +97,8 @@ class CleanLine(LogLine):
 # lines and Python warnings are rejected before a byte of them is decoded.  Fragments are lower
 # case, in the common subset of RE2, Hyperscan and POSIX ERE (``grep -E -i`` runs them in the
 # benchmark), and never cross a line.
+# the first-error tiers' trigger: a line that says it failed (_WEAK_WORD)
+_WEAK_TRIGGER = r"\b(error|fatal|failed|failure|exception|abort|aborted)\b"
 _TRIGGERS = [
     # GPU and host memory (_r_oom, _r_host_mem, r_oom_killer)
     r"out of memory", r"cannot allocate memory", r"not enough memory", r"bad_alloc", r"memoryerror",
@@ -144,7 +146,7 @@ _TRIGGERS = [
     r"traceback \(most recent call last\)",
     r"[a-z0-9_](error|exception|interrupt|exit|failure|fault)(:|[ \t\r]*$)",
     # the first-error tiers: any other line that says it failed (_WEAK_WORD) or is logged as critical
-    r"\b(error|fatal|failed|failure|exception|abort|aborted)\b", r"\[critical\]",
+    _WEAK_TRIGGER, r"\[critical\]",
     # ... or whose prefix logs it at level E or F (glog "[E ProcessGroupNCCL.cpp:583]", "E0813 04:12:09.123 ...",
     # syslog's "kern :err :")
     r"\[[ef] [a-z0-9_./-]+:[0-9]+\]", r"(^|[^a-z0-9\n])\[?[ef][0-9]{3,4} [0-9]{2}:[0-9]{2}:[0-9]{2}",
@@ -236,6 +238,16 @@ _THERMAL_PAIR = (r"(thermal|throttl|slowdown)[^\n]*(gpu|hw|temperature|nvrm|cloc
                  r"(gpu|hw|temperature|nvrm|clocks)[^\n]*(thermal|throttl|slowdown)")
 _THERMAL, _THERMAL_WORDS, _THERMAL_PARTNERS = 32, r"thermal|throttl|slowdown", (b"gpu", b"hw", b"temperature", b"nvrm",
                                                                               b"clocks")
+# A line the first-error tiers' trigger (_WEAK_TRIGGER) alone keeps is dropped when it is a Python
+# warning: "UserWarning: ... we will raise an exception" is no failure, and PyTorch prints such a
+# warning from every rank at every step
+_WEAK = 64
+_PY_WARNING_B = re.compile(rb":[0-9]+: (?:[A-Za-z_][\w.]*\.)?[A-Z]\w*Warning: ")
+
+
+def _py_warning(line: bytes) -> bool:
+    """The raw line is a Python warning as the warnings module prints it (see _PY_WARNING)."""
+    return b"Warning: " in line and _PY_WARNING_B.search(line) is not None
 
 
 def _escape(k: str) -> str:
@@ -350,7 +362,8 @@ class _Prefilter:
         if hs is not None:
             rules = [t for t in self.rules if t not in _THERMAL_PAIR] + [_THERMAL_WORDS]
             exprs = [t.encode("utf-8") for t in rules] + [_escape(k).encode("utf-8") for k in self.keywords]
-            self.flag_of = [RULE] * (len(rules) - 1) + [_THERMAL] + [KEYWORD] * len(self.keywords)
+            self.flag_of = ([_WEAK if t == _WEAK_TRIGGER else RULE for t in rules[:-1]] + [_THERMAL]
+                            + [KEYWORD] * len(self.keywords))
             # the follow-setters ride on the same pass: context() then needs no pass of its own
             exprs.append(_FOLLOW_SETTERS.encode("utf-8"))
             self.flag_of.append(_SETTER)
@@ -370,7 +383,8 @@ class _Prefilter:
             return b"(?m)" + "|".join(f"(?:{f})" for f in frags).encode("utf-8")
 
         self.any_b = re2.compile(alt(self.rules + [re.escape(w) for w in words]), opts)
-        self.rule_b = re2.compile(alt(self.rules), opts)
+        self.rule_b = re2.compile(alt([t for t in self.rules if t != _WEAK_TRIGGER]), opts)
+        self.weak_b = re2.compile(alt([_WEAK_TRIGGER]), opts)
         self.auto = None
         if self.keywords:
             import ahocorasick
@@ -414,12 +428,15 @@ class _Prefilter:
         for to, pid in ends:
             s = rfind(b"\n", 0, to - 1) + 1  # the line the match ends on
             out[s] = out.get(s, 0) | flag_of[pid]
-        for s in [s for s, f in out.items() if f & _THERMAL]:
+        for s in [s for s, f in out.items() if f & (_THERMAL | _WEAK)]:
+            f = out[s]
             e = buf.find(b"\n", s)
-            low = buf[s:e if e >= 0 else len(buf)].lower()
-            f = out[s] & ~_THERMAL
-            if any(w in low for w in _THERMAL_PARTNERS):
+            line = buf[s:e if e >= 0 else len(buf)]
+            if f & _THERMAL and any(w in line.lower() for w in _THERMAL_PARTNERS):
                 f |= RULE
+            if f & _WEAK and not (f & RULE) and not _py_warning(line):
+                f |= RULE
+            f &= ~(_THERMAL | _WEAK)
             if f:
                 out[s] = f
             else:
@@ -438,7 +455,8 @@ class _Prefilter:
             s = rfind(b"\n", 0, m.end() - 1) + 1  # the line the match ends on
             e = find(b"\n", m.end())
             e = n if e < 0 else e
-            flags = RULE if self.rule_b.search(low, s, e) is not None else 0
+            flags = RULE if self.rule_b.search(low, s, e) is not None or (
+                self.weak_b.search(low, s, e) is not None and not _py_warning(buf[s:e])) else 0
             if self.auto is not None and next(self.auto.iter(low[s:e].decode("utf-8", "replace")), None):
                 flags |= KEYWORD
             if flags:
@@ -1460,6 +1478,10 @@ _NRANKS_TEXT = re.compile(r"\brank (\d+) nranks (\d+)")
 _FILE_FRAME_WORDS = (".write(", ".flush(", "open(", "torch.save", "atomic_save", "save_checkpoint", "fsspec",
                      "os.replace", ".save(")
 _WEAK_WORDS = ("error", "fatal", "fail", "exception", "abort")
+# a Python warning as the warnings module prints it (Lib/warnings.py _formatwarnmsg_impl:
+# "{filename}:{lineno}: {category}: {message}"): a warning, however it words its message ("In
+# version 2.4 we will raise an exception ..."), is not a line that says the job failed
+_PY_WARNING = re.compile(r":[0-9]+: (?:[A-Za-z_][\w.]*\.)?[A-Z]\w*Warning: ")
 
 
 class _TextFacts(NamedTuple):
@@ -1492,7 +1514,8 @@ class _TextFacts(NamedTuple):
         m = _NRANKS_TEXT.search(t) if "nranks" in t else None
         # each search only where a word every match holds is on the line
         frame = any(w in low for w in _FILE_FRAME_WORDS) and _FILE_FRAME.search(low) is not None
-        weak = _maybe(t, low, _WEAK_WORDS) and _WEAK_WORD.search(t) is not None
+        weak = (_maybe(t, low, _WEAK_WORDS) and _WEAK_WORD.search(t) is not None
+                and not ("warning: " in low and _PY_WARNING.search(t)))
         return cls(low, tuple(found), frame, "transport endpoint is not connected" in low, _shm_context(low), smi,
                    (int(m.group(1)), int(m.group(2))) if m else None, weak,
                    any(c in low for c in _CHORUS_TEXT), any(e in low for e in _ECHO_TEXT))

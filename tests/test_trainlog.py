@@ -676,6 +676,37 @@ def test_hyperscan_and_re2_pick_the_same_lines(monkeypatch):
     assert hs.select(data) == re2_.select(data)
 
 
+# PyTorch's own warning, as the warnings module prints it, from every rank of an activation-
+# checkpointing job (torch/utils/checkpoint.py, torch 2.1-2.3)
+_CKPT_WARNING = ("[rank40]:/opt/conda/lib/python3.10/site-packages/torch/utils/checkpoint.py:464: UserWarning: "
+                 "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. In version 2.4 "
+                 "we will raise an exception if use_reentrant is not passed. use_reentrant=False is recommended")
+
+
+@pytest.mark.parametrize("engine", ["hyperscan", "re2"])
+def test_a_python_warning_that_mentions_an_exception_is_no_failure_line(monkeypatch, engine):
+    """The first-error tiers read a line that says it failed; a Python warning is not one, however it
+    words its message: the prefilter does not keep it (with either engine), and alone in a log it is
+    no first error. The same words outside a warning are still kept."""
+    from collectors import trainlog
+
+    if engine == "hyperscan":
+        pytest.importorskip("hyperscan")
+    else:
+        monkeypatch.setenv("GPU_TRIAGE_PREFILTER", "re2")
+    pre = trainlog._Prefilter(())
+    assert pre.engine == engine
+    data = (_CKPT_WARNING + "\n").encode()
+    assert pre.select(data) == {}
+    plain = b"[rank40]: step 41200: we will raise an exception if use_reentrant is not passed\n"
+    assert pre.select(plain) == {0: trainlog.RULE}
+    # a warning line that also holds a failure message is kept for that message
+    both = b"train.py:12: UserWarning: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error\n"
+    assert pre.select(both).get(0, 0) & trainlog.RULE
+    r = parse_text("step 10 loss 2.113\n" + _CKPT_WARNING + "\nstep 20 loss 2.087\n")
+    assert r.first_error is None
+
+
 def _scan_with(monkeypatch, path, workers: str):
     """What the scan of ``path`` yields with ``workers`` scan workers, in comparable form."""
     monkeypatch.setenv("GPU_TRIAGE_SCAN_WORKERS", workers)
