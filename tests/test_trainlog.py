@@ -735,6 +735,19 @@ def test_a_folder_scanned_on_all_cores_equals_the_sequential_scan(tmp_path, monk
     assert par == seq
 
 
+def _corpus_in_chatter(count: int, pad_bytes: int, tail: bool = False) -> str:
+    """The first ``count`` corpus logs, each after about ``pad_bytes`` of NCCL INFO chatter (and the
+    chatter once more after the last when ``tail``): a large log with real failures buried in it."""
+    with open(os.path.join(HERE, "fixtures", "benign", "nccl-info.log"), encoding="utf-8") as fh:
+        chatter = fh.read()
+    pad = chatter * (pad_bytes // len(chatter) + 1)
+    parts = []
+    for path in CORPUS_LOGS[:count]:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            parts += [pad, fh.read()]
+    return "".join(parts) + (pad if tail else "")
+
+
 def test_one_large_file_scanned_in_ranges_equals_the_sequential_scan(tmp_path, monkeypatch):
     """A single log over twice the range size is prefiltered in line-aligned byte ranges on all
     cores; merged in order it gives what one process gives: the same findings, first error, kept
@@ -742,15 +755,8 @@ def test_one_large_file_scanned_in_ranges_equals_the_sequential_scan(tmp_path, m
     whose follow-lines run into the next range, a /dev/shm frame above an ENOSPC)."""
     from collectors import trainlog
 
-    with open(os.path.join(HERE, "fixtures", "benign", "nccl-info.log"), encoding="utf-8") as fh:
-        chatter = fh.read()
-    pad = chatter * (trainlog.FULL_LIMIT // len(chatter) // 6 + 1)
-    parts = []
-    for path in CORPUS_LOGS[:16]:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            parts += [pad, fh.read()]
     log = tmp_path / "job.log"
-    log.write_text("".join(parts) + pad, encoding="utf-8")
+    log.write_text(_corpus_in_chatter(16, trainlog.FULL_LIMIT // 6, tail=True), encoding="utf-8")
     monkeypatch.setenv("GPU_TRIAGE_SCAN_RANGE_KB", "256")  # many ranges, many ends inside failures
     pieces = trainlog._ranges(str(log))
     assert len(pieces) > 20 and pieces[0][1] == 0 and pieces[-1][2] == log.stat().st_size
@@ -773,14 +779,7 @@ def test_aligned_reads_give_what_the_joined_chunks_give(tmp_path, monkeypatch, c
 
     from collectors import trainlog as T
 
-    with open(os.path.join(HERE, "fixtures", "benign", "nccl-info.log"), encoding="utf-8") as fh:
-        chatter = fh.read()
-    pad = chatter * (T.UNWRAP_LIMIT // len(chatter) // 4 + 1)
-    body = []
-    for path in CORPUS_LOGS[:10]:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            body += [pad, fh.read()]
-    text = "".join(body)
+    text = _corpus_in_chatter(10, T.UNWRAP_LIMIT // 4)
     monkeypatch.setitem(T._WORKER, "pre", T._compile_prefilter(()))
     monkeypatch.setitem(T._WORKER, "step_b", re2.compile(T._STEP.encode(), T._ci()))
     monkeypatch.setattr(T, "BIG_CHUNK", chunk)
