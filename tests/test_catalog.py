@@ -197,6 +197,23 @@ def test_the_specific_message_wins_over_the_generic_one_it_contains(shipped):
     assert "gpu-memory" in {r.category for r, _ in hits}, [r.id for r, _ in hits]
 
 
+@pytest.mark.parametrize("line, row, category", [
+    # NCCL 2.18-2.26 print the NVLS multicast calls' failures as a bare "Cuda failure" with the
+    # source file: the NVLS transport, whose later message names the Fabric Manager and NVSwitches
+    ("h100-03:7712:7790 [4] transport/nvls.cc:244 NCCL WARN Cuda failure 801 'operation not supported'",
+     "nccl-nvls-cuda-failure", "gpu-hardware"),
+    # out of memory there is the NVLS buffers' size: the out-of-memory row reads it
+    ("h100-03:7712:7790 [4] transport/nvls.cc:149 NCCL WARN Cuda failure 2 'out of memory'",
+     "nccl-cuda-failure-out-of-memory", "gpu-memory"),
+    # the same failure elsewhere says nothing about NVLS
+    ("h100-03:7712:7790 [4] transport/p2p.cc:275 NCCL WARN Cuda failure 1 'invalid argument'",
+     "nccl-cuda-failure", "software"),
+])
+def test_a_cuda_failure_is_read_by_the_nccl_source_file_that_raised_it(shipped, line, row, category):
+    ids = [r.id for r, _ in shipped.match_line(line)]
+    assert ids == [row] and shipped.by_id[row].category == category, ids
+
+
 def test_a_line_cut_short_must_agree_with_the_message_as_far_as_it_goes():
     """A console or a paste may cut a message short, and its opening still names it; but the rest of
     the line must agree: mlx5's boot-time "Cable plugged" is not "Cable unplugged" cut short."""
