@@ -1675,6 +1675,8 @@ class _Slice:
 def _plain_large(fh: BinaryIO, start: int, end: int | None) -> bool:
     """Whether ``[start, end)`` of ``fh`` is read as it is: larger than UNWRAP_LIMIT (no hard wrap
     to undo) and not gzip-compressed."""
+    if not hasattr(os, "preadv"):  # pragma: no cover - every Linux has it
+        return False
     fd = fh.fileno()
     stop = os.fstat(fd).st_size if end is None else end
     return stop - start > UNWRAP_LIMIT and os.pread(fd, 2, 0) != b"\x1f\x8b"
