@@ -242,11 +242,17 @@ _THERMAL, _THERMAL_WORDS, _THERMAL_PARTNERS = 32, r"thermal|throttl|slowdown", (
 # warning: "UserWarning: ... we will raise an exception" is no failure, and PyTorch prints such a
 # warning from every rank at every step
 _WEAK = 64
-_PY_WARNING_B = re.compile(rb":[0-9]+: (?:[A-Za-z_][\w.]*\.)?[A-Z]\w*Warning: ")
+# a Python warning as the warnings module prints it (Lib/warnings.py _formatwarnmsg_impl:
+# "{filename}:{lineno}: {category}: {message}"): a warning, however it words its message ("In
+# version 2.4 we will raise an exception ..."), is not a line that says the job failed
+_PY_WARNING = r":[0-9]+: (?:[A-Za-z_][\w.]*\.)?[A-Z]\w*Warning: "
+_PY_WARNING_S, _PY_WARNING_B = re.compile(_PY_WARNING), re.compile(_PY_WARNING.encode())
 
 
-def _py_warning(line: bytes) -> bool:
-    """The raw line is a Python warning as the warnings module prints it (see _PY_WARNING)."""
+def _py_warning(line: bytes | str) -> bool:
+    """The line (raw bytes or text) is a Python warning as the warnings module prints it."""
+    if isinstance(line, str):
+        return "Warning: " in line and _PY_WARNING_S.search(line) is not None
     return b"Warning: " in line and _PY_WARNING_B.search(line) is not None
 
 
@@ -1478,10 +1484,6 @@ _NRANKS_TEXT = re.compile(r"\brank (\d+) nranks (\d+)")
 _FILE_FRAME_WORDS = (".write(", ".flush(", "open(", "torch.save", "atomic_save", "save_checkpoint", "fsspec",
                      "os.replace", ".save(")
 _WEAK_WORDS = ("error", "fatal", "fail", "exception", "abort")
-# a Python warning as the warnings module prints it (Lib/warnings.py _formatwarnmsg_impl:
-# "{filename}:{lineno}: {category}: {message}"): a warning, however it words its message ("In
-# version 2.4 we will raise an exception ..."), is not a line that says the job failed
-_PY_WARNING = re.compile(r":[0-9]+: (?:[A-Za-z_][\w.]*\.)?[A-Z]\w*Warning: ")
 
 
 class _TextFacts(NamedTuple):
@@ -1515,7 +1517,7 @@ class _TextFacts(NamedTuple):
         # each search only where a word every match holds is on the line
         frame = any(w in low for w in _FILE_FRAME_WORDS) and _FILE_FRAME.search(low) is not None
         weak = (_maybe(t, low, _WEAK_WORDS) and _WEAK_WORD.search(t) is not None
-                and not ("warning: " in low and _PY_WARNING.search(t)))
+                and not _py_warning(t))
         return cls(low, tuple(found), frame, "transport endpoint is not connected" in low, _shm_context(low), smi,
                    (int(m.group(1)), int(m.group(2))) if m else None, weak,
                    any(c in low for c in _CHORUS_TEXT), any(e in low for e in _ECHO_TEXT))

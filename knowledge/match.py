@@ -598,13 +598,12 @@ def exit_reason(family: str, findings: Sequence[Finding]) -> Said | None:
 # Where NVIDIA's XID catalog (shared/reference/xid-catalog.csv, column `indicates`) says a code's
 # fault may lie besides the GPU itself, and the family an expert checks for it: XID 13 and 31 name
 # the application first, 109 the application or the driver, 79 the PCIe bus, 54 the power cables.
-_XID_LEADS: tuple[tuple[str, str, Said], ...] = (
-    ("user application", "family-cuda-runtime-error", Said("the application's own kernels", "应用程序自身的 kernel")),
-    ("driver", "family-version-mismatch", Said("the driver", "驱动")),
-    ("system-memory", "family-node-hardware", Said("the PCIe bus or host memory", "PCIe 总线或主机内存")),
-    ("pcie bus", "family-node-hardware", Said("the PCIe bus or host memory", "PCIe 总线或主机内存")),
-    ("bus related", "family-node-hardware", Said("the PCIe bus or host memory", "PCIe 总线或主机内存")),
-    ("power delivery", "family-node-hardware", Said("the power delivery", "供电")),
+_XID_LEADS: tuple[tuple[tuple[str, ...], str, Said], ...] = (
+    (("user application",), "family-cuda-runtime-error", Said("the application's own kernels", "应用程序自身的 kernel")),
+    (("driver",), "family-version-mismatch", Said("the driver", "驱动")),
+    (("system-memory", "pcie bus", "bus related"), "family-node-hardware",
+     Said("the PCIe bus or host memory", "PCIe 总线或主机内存")),
+    (("power delivery",), "family-node-hardware", Said("the power delivery", "供电")),
 )
 
 
@@ -620,7 +619,9 @@ def _xid_leads(findings: Sequence[Finding]) -> list[tuple[int, str, Said]]:
         if facts is None:
             continue
         text = facts["indicates"].lower()
-        for _, fam, layer in sorted((text.find(k), fam, layer) for k, fam, layer in _XID_LEADS if k in text):
+        at = [(min(text.find(k) for k in keys if k in text), fam, layer)
+              for keys, fam, layer in _XID_LEADS if any(k in text for k in keys)]
+        for _, fam, layer in sorted(at):
             if all(fam != o[1] for o in out):
                 out.append((code, fam, layer))
     return out
